@@ -1,0 +1,1 @@
+"""The cluster side of migplan: CLI, operator, node agent, NVML adapter and emulator."""

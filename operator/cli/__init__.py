@@ -1,0 +1,1 @@
+"""The `migplan` command line (also installed as the kubectl plugin `kubectl-migplan`)."""

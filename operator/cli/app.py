@@ -1,0 +1,118 @@
+"""The `migplan` command: global options, the command groups, and error handling.
+
+Bad input never shows a traceback: it is reported as one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from migplan.operator.cli import catalog_commands
+from migplan.operator.cli.context import CliState
+from migplan.operator.logs import configure_logging
+from migplan.planner.errors import MigplanInputError
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 70
+
+app = typer.Typer(
+    name="migplan",
+    help=(
+        "Plan and apply NVIDIA MIG geometries across a Kubernetes cluster.\n\n"
+        "The planning commands work offline from the GPU catalog in profiles/; MODEL is a "
+        "catalog key (A100-40GB, H100-80GB, ...) or a product name as NVML or GPU feature "
+        "discovery report it ('NVIDIA H100 80GB HBM3', NVIDIA-A100-SXM4-40GB), any case."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+catalog_commands.register(app)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"migplan {package_version('migplan')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    profiles_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--profiles-dir",
+            envvar="MIGPLAN_PROFILES_DIR",
+            help="Load GPU profile files from this directory instead of the shipped catalog.",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar="MIGPLAN_LOG_LEVEL",
+            help="debug, info, warning or error (logs go to stderr; JSON when not a terminal).",
+        ),
+    ] = "warning",
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Show the version."
+        ),
+    ] = False,
+) -> None:
+    """Global options shared by every command."""
+    configure_logging(level=log_level)
+    ctx.obj = CliState(profiles_dir=profiles_dir)
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"migplan: error: {' '.join(message.split())}\n")
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI on `argv` and return the exit code instead of raising SystemExit."""
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="migplan", standalone_mode=False)
+    except typer.TyperException as exc:
+        # Usage errors (missing argument, bad option value, unknown command) carry the
+        # context of the command they concern.
+        ctx = getattr(exc, "ctx", None)
+        message = exc.format_message()
+        if not message and ctx is not None:  # a bare group: show its help
+            typer.echo(ctx.get_help())
+            return EXIT_BAD_INPUT
+        where = ctx.command_path if ctx is not None else "migplan"
+        return _fail(f"{message} (see '{where} --help')", EXIT_BAD_INPUT)
+    except typer.Abort:
+        return _fail("aborted", 130)
+    except MigplanInputError as exc:
+        return _fail(str(exc), EXIT_BAD_INPUT)
+    except BrokenPipeError:
+        # The reader went away (`migplan layouts ... | head`); nothing left to say.
+        sys.stderr.close()
+        return 0
+    except Exception as exc:
+        if os.environ.get("MIGPLAN_DEBUG"):
+            raise
+        return _fail(
+            f"internal error: {type(exc).__name__}: {exc}; "
+            "rerun with MIGPLAN_DEBUG=1 for the traceback and please report it",
+            EXIT_INTERNAL,
+        )
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    """Console-script entry point (`migplan`, `kubectl-migplan`)."""
+    sys.exit(run())

@@ -1,0 +1,55 @@
+"""State shared by the CLI commands of one invocation, and small option types."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from migplan.planner.catalog import Catalog, GpuModel, default_catalog, load_catalog
+
+
+class OutputFormat(StrEnum):
+    """How a command prints its result."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+@dataclass
+class CliState:
+    """Options of the `migplan` group, available to every command through the context."""
+
+    profiles_dir: Path | None = None
+    _catalog: Catalog | None = field(default=None, repr=False)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The GPU catalog (shipped, or from --profiles-dir), loaded on first use."""
+        if self._catalog is None:
+            self._catalog = load_catalog(self.profiles_dir) if self.profiles_dir else (
+                default_catalog()
+            )
+        return self._catalog
+
+    def model(self, name: str) -> GpuModel:
+        """The catalog model matching a key or product name."""
+        return self.catalog.model(name)
+
+
+def state(ctx: typer.Context) -> CliState:
+    """The CliState of this invocation (set by the root callback)."""
+    found = ctx.find_object(CliState)
+    return found if found is not None else CliState()
+
+
+PIPED_WIDTH = 200
+
+
+def console() -> Console:
+    """A rich console for stdout: terminal width on a terminal, wide and plain when piped."""
+    return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)

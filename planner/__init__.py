@@ -1,0 +1,4 @@
+"""Pure MIG planning library: GPU catalog, layouts, planning models, solver and validator.
+
+Nothing in this package talks to Kubernetes or NVML (an import-linter contract enforces it).
+"""

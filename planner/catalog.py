@@ -1,0 +1,317 @@
+"""The GPU catalog: MIG facts per GPU model, loaded and validated from `profiles/*.yaml`.
+
+Every geometry migplan considers is derived from these facts (placement starts and sizes, max
+counts, media-engine classes); nothing else in the code base hard-codes a MIG layout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from enum import StrEnum
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from migplan.planner.errors import CatalogError, UnknownModelError, UnknownProfileError
+
+PROFILE_NAME = re.compile(r"^(?P<compute>[1-9][0-9]*)g\.(?P<mem>[0-9]+)gb(?P<suffix>\+me\.all|\+me|\+gfx|-me)?$")
+"""A GPU-instance profile name as NVML tooling prints it, e.g. `1g.10gb`, `1g.5gb+me`, `2g.48gb-me`."""
+
+
+class MediaClass(StrEnum):
+    """Which media engines (decoders, JPEG, OFA) a profile claims, from its name suffix."""
+
+    PLAIN = "plain"
+    ME = "+me"
+    ME_ALL = "+me.all"
+    NO_ME = "-me"
+    GFX = "+gfx"
+
+    @classmethod
+    def from_suffix(cls, suffix: str | None) -> MediaClass:
+        """The class a profile-name suffix (`+me`, `-me`, ... or none) stands for."""
+        return cls(suffix) if suffix else cls.PLAIN
+
+
+class Evidence(StrEnum):
+    """How a value in `profiles/` is known (see shared/reference/mig-hardware-facts.md)."""
+
+    READ = "read"
+    """Read in hardware output (nvidia-smi / NVML) or an NVIDIA table for this exact SKU."""
+    DERIVED = "derived"
+    """Computed from read values (for example GiB x 1024)."""
+    INFERRED = "inferred"
+    """Not read for this SKU; assumed from a sibling SKU. Confirm with `migplan nvml-info`."""
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ProfileEvidence(_Schema):
+    """Evidence per fact of one profile."""
+
+    id: Evidence
+    placements: Evidence
+    max_count: Evidence
+    memory_mib: Evidence | None = None
+
+
+class Profile(_Schema):
+    """A GPU-instance profile of one GPU model, e.g. `3g.40gb` on H100-80GB."""
+
+    name: Annotated[str, Field(pattern=PROFILE_NAME.pattern)]
+    id: Annotated[int, Field(ge=0, description="profile ID as `nvidia-smi mig -lgip` shows it")]
+    nvml_index: Annotated[
+        int, Field(ge=0, description="NVML_GPU_INSTANCE_PROFILE_* index constant")
+    ]
+    compute_slices: Annotated[int, Field(ge=1)]
+    size: Annotated[int, Field(ge=1, description="placement size in memory-slice units")]
+    starts: Annotated[tuple[int, ...], Field(min_length=1)]
+    max_count: Annotated[int, Field(ge=1)]
+    memory_mib: Annotated[int | None, Field(ge=1)] = None
+    media: MediaClass
+    evidence: ProfileEvidence
+    note: str | None = None
+
+    @field_validator("starts")
+    @classmethod
+    def _starts_sorted_unique(cls, starts: tuple[int, ...]) -> tuple[int, ...]:
+        if any(s < 0 for s in starts):
+            raise ValueError("starts must be >= 0")
+        if list(starts) != sorted(set(starts)):
+            raise ValueError("starts must be strictly increasing")
+        return starts
+
+    @model_validator(mode="after")
+    def _name_matches_facts(self) -> Self:
+        match = PROFILE_NAME.match(self.name)
+        assert match is not None  # the field pattern already checked it
+        if int(match["compute"]) != self.compute_slices:
+            raise ValueError(
+                f"name {self.name!r} says {match['compute']}g but computeSlices is "
+                f"{self.compute_slices}"
+            )
+        if MediaClass.from_suffix(match["suffix"]) != self.media:
+            raise ValueError(
+                f"name {self.name!r} implies media class "
+                f"{MediaClass.from_suffix(match['suffix']).value!r}, not {self.media.value!r}"
+            )
+        return self
+
+
+class Product(_Schema):
+    """One product name a model matches: as NVML reports it and as GFD labels it."""
+
+    nvml: str
+    gfd: str
+    pci_device_id: Annotated[str | None, Field(pattern=r"^0x[0-9A-F]{4}$")] = None
+    evidence: Evidence
+
+    @model_validator(mode="after")
+    def _gfd_follows_nvml(self) -> Self:
+        # GPU feature discovery labels the NVML name with spaces replaced by dashes.
+        if self.gfd != self.nvml.replace(" ", "-"):
+            raise ValueError(
+                f"gfd {self.gfd!r} should be the NVML name with spaces as dashes: "
+                f"{self.nvml.replace(' ', '-')!r}"
+            )
+        return self
+
+
+class Source(_Schema):
+    """A source the facts in a profile file were read from."""
+
+    key: str
+    what: str
+
+
+class GpuModel(_Schema):
+    """MIG facts of one GPU model: slice counts, profiles with placements, matching products."""
+
+    model: Annotated[str, Field(pattern=r"^[A-Z0-9][A-Z0-9-]*$", description="catalog key")]
+    description: str
+    architecture: Annotated[str, Field(pattern=r"^(ampere|hopper|blackwell)$")]
+    compute_slices: Annotated[int, Field(ge=1)]
+    memory_slices: Annotated[int, Field(ge=1, description="length of the placement axis")]
+    max_instances: Annotated[int, Field(ge=1)]
+    mig_mode_change_needs_reset: bool
+    products: Annotated[tuple[Product, ...], Field(min_length=1)]
+    profiles: Annotated[tuple[Profile, ...], Field(min_length=1)]
+    sources: tuple[Source, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _profiles_fit_the_gpu(self) -> Self:
+        names = [p.name for p in self.profiles]
+        ids = [p.id for p in self.profiles]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate profile names: {sorted(_duplicates(names))}")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate profile ids: {sorted(_duplicates(ids))}")
+        for p in self.profiles:
+            if p.compute_slices > self.compute_slices:
+                raise ValueError(
+                    f"profile {p.name}: computeSlices {p.compute_slices} exceeds the GPU's "
+                    f"{self.compute_slices}"
+                )
+            last = p.starts[-1]
+            if last + p.size > self.memory_slices:
+                raise ValueError(
+                    f"profile {p.name}: start {last} + size {p.size} runs past the "
+                    f"{self.memory_slices} memory slices"
+                )
+        return self
+
+    @cached_property
+    def profiles_by_name(self) -> Mapping[str, Profile]:
+        """The profiles keyed by name."""
+        return {p.name: p for p in self.profiles}
+
+    def profile(self, name: str) -> Profile:
+        """The profile called `name`; raises UnknownProfileError naming the known ones."""
+        try:
+            return self.profiles_by_name[name]
+        except KeyError:
+            raise UnknownProfileError(
+                f"unknown profile {name!r} for {self.model} "
+                f"(known: {', '.join(self.profiles_by_name)})"
+            ) from None
+
+    def profile_by_id(self, profile_id: int) -> Profile | None:
+        """The profile with NVML profile ID `profile_id`, if this model has one."""
+        return next((p for p in self.profiles if p.id == profile_id), None)
+
+
+def _duplicates(values: Iterable[Any]) -> set[Any]:
+    seen: set[Any] = set()
+    return {v for v in values if v in seen or seen.add(v)}  # type: ignore[func-returns-value]
+
+
+def normalize_product_name(name: str) -> str:
+    """Fold a model key, NVML name or GFD label to one comparable form.
+
+    `NVIDIA H100 80GB HBM3`, `NVIDIA-H100-80GB-HBM3` and `h100-80gb-hbm3` all fold to
+    `h100-80gb-hbm3`; a GFD `-MIG-<profile>` suffix (single strategy) is dropped.
+    """
+    folded = re.sub(r"[\s_]+", "-", name.strip().lower())
+    folded = re.sub(r"^nvidia-", "", folded)
+    return re.sub(r"-mig-[0-9]+g\.[0-9]+gb.*$", "", folded)
+
+
+class Catalog:
+    """All GPU models known to migplan, with lookup by catalog key or product name."""
+
+    def __init__(self, models: Iterable[GpuModel]) -> None:
+        self._models = {m.model: m for m in sorted(models, key=lambda m: m.model)}
+        self._by_name: dict[str, GpuModel] = {}
+        for m in self._models.values():
+            for name in (m.model, *(p.nvml for p in m.products)):
+                key = normalize_product_name(name)
+                other = self._by_name.setdefault(key, m)
+                if other is not m:
+                    raise CatalogError(
+                        f"product name {name!r} matches both {other.model} and {m.model}"
+                    )
+
+    def __iter__(self) -> Iterator[GpuModel]:
+        return iter(self._models.values())
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    @property
+    def keys(self) -> list[str]:
+        """Catalog keys, sorted."""
+        return list(self._models)
+
+    def model(self, name: str) -> GpuModel:
+        """The model whose key or any product name matches `name`, case-insensitively."""
+        found = self._by_name.get(normalize_product_name(name))
+        if found is None:
+            raise UnknownModelError(
+                f"unknown GPU model {name!r} (known: {', '.join(self._models)}; "
+                "product names such as 'NVIDIA A100-SXM4-40GB' also work)"
+            )
+        return found
+
+
+def _format_location(loc: tuple[int | str, ...], data: Any) -> str:
+    """`('profiles', 2, 'starts')` -> `profiles[2] (1g.10gb).starts` for error messages."""
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            try:
+                node = node[item]
+                if isinstance(node, Mapping) and "name" in node:
+                    label += f" ({node['name']})"
+            except (IndexError, KeyError, TypeError):
+                node = None
+            parts.append(label)
+        else:
+            parts.append(f".{item}" if parts else item)
+            node = node.get(item) if isinstance(node, Mapping) else None
+    return "".join(parts) or "(top level)"
+
+
+def load_model_file(path: Path) -> GpuModel:
+    """Load and validate one profile file; errors name the file and the field."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CatalogError(f"{path}: cannot read YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a mapping at the top level")
+    try:
+        model = GpuModel.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        where = _format_location(tuple(first["loc"]), data)
+        raise CatalogError(f"{path}: {where}: {first['msg']}{more}") from None
+    expected = f"{model.model.lower()}.yaml"
+    if path.name != expected:
+        raise CatalogError(f"{path}: model {model.model} must live in a file named {expected}")
+    return model
+
+
+def default_profiles_dir() -> Path:
+    """The `profiles/` data directory shipped with migplan."""
+    return Path(str(resources.files("migplan.profiles")))
+
+
+def load_catalog(directory: Path | None = None) -> Catalog:
+    """Load every `*.yaml` in `directory` (default: the shipped profiles) into a Catalog."""
+    root = directory or default_profiles_dir()
+    files = sorted(root.glob("*.yaml"))
+    if not files:
+        raise CatalogError(f"{root}: no GPU profile files (*.yaml) found")
+    return Catalog(load_model_file(f) for f in files)
+
+
+_default: Catalog | None = None
+
+
+def default_catalog() -> Catalog:
+    """The shipped catalog, loaded once per process."""
+    global _default  # noqa: PLW0603 - a process-wide cache of immutable data
+    if _default is None:
+        _default = load_catalog()
+    return _default

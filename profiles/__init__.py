@@ -1,0 +1,1 @@
+"""Data package: one YAML file per GPU model (see profiles/README.md)."""
