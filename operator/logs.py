@@ -9,8 +9,12 @@ import structlog
 
 from migplan.planner.errors import MigplanInputError
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def configure_logging(*, level: str = "info", json: bool | None = None) -> None:

@@ -27,8 +27,10 @@ from pydantic.alias_generators import to_camel
 
 from migplan.planner.errors import CatalogError, UnknownModelError, UnknownProfileError
 
-PROFILE_NAME = re.compile(r"^(?P<compute>[1-9][0-9]*)g\.(?P<mem>[0-9]+)gb(?P<suffix>\+me\.all|\+me|\+gfx|-me)?$")
-"""A GPU-instance profile name as NVML tooling prints it, e.g. `1g.10gb`, `1g.5gb+me`, `2g.48gb-me`."""
+PROFILE_NAME = re.compile(
+    r"^(?P<compute>[1-9][0-9]*)g\.(?P<mem>[0-9]+)gb(?P<suffix>\+me\.all|\+me|\+gfx|-me)?$"
+)
+"""A GPU-instance profile name as NVML tooling prints it: `1g.10gb`, `1g.5gb+me`, `2g.48gb-me`."""
 
 
 class MediaClass(StrEnum):
@@ -161,19 +163,20 @@ class GpuModel(_Schema):
         names = [p.name for p in self.profiles]
         ids = [p.id for p in self.profiles]
         if len(set(names)) != len(names):
-            raise ValueError(f"duplicate profile names: {sorted(_duplicates(names))}")
+            raise ValueError(f"profiles: duplicate profile names: {sorted(_duplicates(names))}")
         if len(set(ids)) != len(ids):
-            raise ValueError(f"duplicate profile ids: {sorted(_duplicates(ids))}")
-        for p in self.profiles:
+            raise ValueError(f"profiles: duplicate profile ids: {sorted(_duplicates(ids))}")
+        for n, p in enumerate(self.profiles):
+            where = f"profiles[{n}] ({p.name})"
             if p.compute_slices > self.compute_slices:
                 raise ValueError(
-                    f"profile {p.name}: computeSlices {p.compute_slices} exceeds the GPU's "
-                    f"{self.compute_slices}"
+                    f"{where}.computeSlices: {p.compute_slices} exceeds the GPU's "
+                    f"{self.compute_slices} compute slices"
                 )
             last = p.starts[-1]
             if last + p.size > self.memory_slices:
                 raise ValueError(
-                    f"profile {p.name}: start {last} + size {p.size} runs past the "
+                    f"{where}.starts: start {last} + size {p.size} runs past the "
                     f"{self.memory_slices} memory slices"
                 )
         return self
@@ -268,7 +271,7 @@ def _format_location(loc: tuple[int | str, ...], data: Any) -> str:
         else:
             parts.append(f".{item}" if parts else item)
             node = node.get(item) if isinstance(node, Mapping) else None
-    return "".join(parts) or "(top level)"
+    return "".join(parts)
 
 
 def load_model_file(path: Path) -> GpuModel:
@@ -284,8 +287,10 @@ def load_model_file(path: Path) -> GpuModel:
     except ValidationError as exc:
         first = exc.errors()[0]
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        where = _format_location(tuple(first["loc"]), data)
-        raise CatalogError(f"{path}: {where}: {first['msg']}{more}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        if first["loc"]:  # whole-model checks name their own location in the message
+            message = f"{_format_location(tuple(first['loc']), data)}: {message}"
+        raise CatalogError(f"{path}: {message}{more}") from None
     expected = f"{model.model.lower()}.yaml"
     if path.name != expected:
         raise CatalogError(f"{path}: model {model.model} must live in a file named {expected}")

@@ -89,9 +89,7 @@ def _pop(state: _State, c: _Candidate, had_me_all: bool) -> None:
 
 
 @lru_cache(maxsize=256)
-def _enumerate(
-    model: GpuModel, profiles: tuple[str, ...], maximal: bool
-) -> tuple[Layout, ...]:
+def _enumerate(model: GpuModel, profiles: tuple[str, ...], maximal: bool) -> tuple[Layout, ...]:
     candidates = _candidates(model, profiles)
     by_start: dict[int, list[_Candidate]] = {}
     for c in candidates:

@@ -13,11 +13,12 @@ from enum import StrEnum
 from itertools import combinations
 from typing import Self
 
-from migplan.planner.catalog import GpuModel, MediaClass
+from migplan.planner.catalog import PROFILE_NAME, GpuModel, MediaClass
 from migplan.planner.errors import LayoutSyntaxError
 
 EMPTY = "-"
 _INSTANCE = re.compile(r"^(?P<profile>[^@\s]+)@(?P<start>[0-9]+)$")
+_PROFILE = re.compile(PROFILE_NAME.pattern)
 # `+` joins instances but also begins suffixes such as `+me`; a joining `+` always follows the
 # digits of a start slot, a suffix `+` always follows `gb`.
 _SEPARATOR = re.compile(r"(?<=[0-9])\s*\+\s*")
@@ -58,6 +59,11 @@ class Layout:
                 raise LayoutSyntaxError(
                     f"bad layout {text!r}: {token!r} is not of the form PROFILE@START "
                     "(for example 3g.40gb@0+2g.20gb@4, or - for an empty GPU)"
+                )
+            if not _PROFILE.match(match["profile"]):
+                raise LayoutSyntaxError(
+                    f"bad layout {text!r}: {match['profile']!r} is not a MIG profile name "
+                    "(such as 1g.10gb, 3g.40gb or 1g.10gb+me)"
                 )
             instances.append(Instance(start=int(match["start"]), profile=match["profile"]))
         return cls.of(instances)
@@ -150,9 +156,7 @@ def _overlaps(model: GpuModel, instances: list[Instance]) -> list[Violation]:
         a_end = a.start + model.profiles_by_name[a.profile].size
         b_end = b.start + model.profiles_by_name[b.profile].size
         if a.start < b_end and b.start < a_end:
-            found.append(
-                Violation(Rule.OVERLAP, f"{_span(model, a)} overlaps {_span(model, b)}")
-            )
+            found.append(Violation(Rule.OVERLAP, f"{_span(model, a)} overlaps {_span(model, b)}"))
     return found
 
 

@@ -64,9 +64,7 @@ def root(
     ] = "warning",
     version: Annotated[
         bool,
-        typer.Option(
-            "--version", callback=_print_version, is_eager=True, help="Show the version."
-        ),
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
     """Global options shared by every command."""

@@ -31,8 +31,8 @@ class CliState:
     def catalog(self) -> Catalog:
         """The GPU catalog (shipped, or from --profiles-dir), loaded on first use."""
         if self._catalog is None:
-            self._catalog = load_catalog(self.profiles_dir) if self.profiles_dir else (
-                default_catalog()
+            self._catalog = (
+                load_catalog(self.profiles_dir) if self.profiles_dir else (default_catalog())
             )
         return self._catalog
 

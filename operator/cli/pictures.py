@@ -9,8 +9,13 @@ from migplan.planner.layout import Layout
 from migplan.planner.render import cell_width, fit_label, segments
 
 # One colour per compute size, so equal-size instances look alike on every model.
-_STYLES = {1: "black on cyan", 2: "black on green", 3: "black on yellow", 4: "black on magenta",
-           7: "white on blue"}
+_STYLES = {
+    1: "black on cyan",
+    2: "black on green",
+    3: "black on yellow",
+    4: "black on magenta",
+    7: "white on blue",
+}
 _FREE_STYLE = "dim"
 
 
