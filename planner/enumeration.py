@@ -139,3 +139,8 @@ def enumerate_layouts(
             model.profile(name)  # raises for an unknown name
         names = tuple(p.name for p in model.profiles if p.name in set(profiles))
     return _enumerate(model, names, maximal)
+
+
+def clear_cache() -> None:
+    """Forget cached enumerations (benchmarks measure cold runs)."""
+    _enumerate.cache_clear()

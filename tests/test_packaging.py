@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -30,11 +31,19 @@ def test_operator_does_not_shadow_the_standard_library() -> None:
     assert Path(migplan.operator.__file__).parent == ROOT / "operator"
 
 
-def test_no_top_level_planner_or_operator_package() -> None:
-    assert importlib.util.find_spec("planner") is None
-    spec = importlib.util.find_spec("operator")
-    assert spec is not None
-    assert Path(str(spec.origin)).parent != ROOT / "operator"
+def test_no_top_level_planner_or_operator_package(tmp_path: Path) -> None:
+    # Run from a neutral directory: the repository root on sys.path would hide the question.
+    probe = (
+        "import importlib.util as u, operator; "
+        "print(u.find_spec('planner'), u.find_spec('profiles'), operator.__file__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    planner, profiles, operator_file = result.stdout.split()
+    assert planner == "None"
+    assert profiles == "None"
+    assert Path(operator_file).parent != ROOT / "operator"
 
 
 def test_profiles_ship_as_package_data() -> None:

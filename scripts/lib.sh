@@ -1,0 +1,33 @@
+# Shared by scripts/test and scripts/demo: make sure .venv holds migplan and its tools.
+# Source it; it defines ensure_venv and exports VENV.
+
+VENV=${MIGPLAN_VENV:-$PWD/.venv}
+export VENV
+
+log() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
+
+# ensure_venv: create the virtual environment and (re)install migplan in editable mode with
+# the dev extras, pinned by constraints.txt, whenever pyproject.toml or the pins change.
+ensure_venv() {
+  local python=${PYTHON:-python3}
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    log "error: migplan needs Python 3.11 or newer; '$python' is $("$python" --version 2>&1)."
+    log "Set PYTHON=/path/to/python3.11 and run again."
+    return 1
+  fi
+  local stamp="$VENV/.migplan-installed"
+  local want
+  want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    return 0
+  fi
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating virtual environment $VENV"
+    "$python" -m venv "$VENV"
+  fi
+  log "installing migplan and its dependencies into $VENV (first run takes about a minute)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c constraints.txt -e '.[dev]'
+  echo "$want" > "$stamp"
+}
