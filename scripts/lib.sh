@@ -3,6 +3,9 @@
 
 VENV=${MIGPLAN_VENV:-$PWD/.venv}
 export VENV
+# The repository root holds a folder named `operator`, which would shadow the standard
+# library for any `python -m ...` started here: never put the current directory on sys.path.
+export PYTHONSAFEPATH=1
 
 log() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
 
