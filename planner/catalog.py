@@ -15,17 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any, Self
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
 from migplan.planner.errors import CatalogError, UnknownModelError, UnknownProfileError
+from migplan.planner.schema import CamelModel, parse_model
 
 PROFILE_NAME = re.compile(
     r"^(?P<compute>[1-9][0-9]*)g\.(?P<mem>[0-9]+)gb(?P<suffix>\+me\.all|\+me|\+gfx|-me)?$"
@@ -59,13 +52,7 @@ class Evidence(StrEnum):
     """Not read for this SKU; assumed from a sibling SKU. Confirm with `migplan nvml-info`."""
 
 
-class _Schema(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-class ProfileEvidence(_Schema):
+class ProfileEvidence(CamelModel):
     """Evidence per fact of one profile."""
 
     id: Evidence
@@ -74,7 +61,7 @@ class ProfileEvidence(_Schema):
     memory_mib: Evidence | None = None
 
 
-class Profile(_Schema):
+class Profile(CamelModel):
     """A GPU-instance profile of one GPU model, e.g. `3g.40gb` on H100-80GB."""
 
     name: Annotated[str, Field(pattern=PROFILE_NAME.pattern)]
@@ -117,7 +104,7 @@ class Profile(_Schema):
         return self
 
 
-class Product(_Schema):
+class Product(CamelModel):
     """One product name a model matches: as NVML reports it and as GFD labels it."""
 
     nvml: str
@@ -136,14 +123,14 @@ class Product(_Schema):
         return self
 
 
-class Source(_Schema):
+class Source(CamelModel):
     """A source the facts in a profile file were read from."""
 
     key: str
     what: str
 
 
-class GpuModel(_Schema):
+class GpuModel(CamelModel):
     """MIG facts of one GPU model: slice counts, profiles with placements, matching products."""
 
     model: Annotated[str, Field(pattern=r"^[A-Z0-9][A-Z0-9-]*$", description="catalog key")]
@@ -254,43 +241,13 @@ class Catalog:
         return found
 
 
-def _format_location(loc: tuple[int | str, ...], data: Any) -> str:
-    """`('profiles', 2, 'starts')` -> `profiles[2] (1g.10gb).starts` for error messages."""
-    parts: list[str] = []
-    node = data
-    for item in loc:
-        if isinstance(item, int):
-            label = f"[{item}]"
-            try:
-                node = node[item]
-                if isinstance(node, Mapping) and "name" in node:
-                    label += f" ({node['name']})"
-            except (IndexError, KeyError, TypeError):
-                node = None
-            parts.append(label)
-        else:
-            parts.append(f".{item}" if parts else item)
-            node = node.get(item) if isinstance(node, Mapping) else None
-    return "".join(parts)
-
-
 def load_model_file(path: Path) -> GpuModel:
     """Load and validate one profile file; errors name the file and the field."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise CatalogError(f"{path}: cannot read YAML: {exc}".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a mapping at the top level")
-    try:
-        model = GpuModel.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        message = first["msg"].removeprefix("Value error, ")
-        if first["loc"]:  # whole-model checks name their own location in the message
-            message = f"{_format_location(tuple(first['loc']), data)}: {message}"
-        raise CatalogError(f"{path}: {message}{more}") from None
+    model = parse_model(GpuModel, data, source=str(path), error=CatalogError)
     expected = f"{model.model.lower()}.yaml"
     if path.name != expected:
         raise CatalogError(f"{path}: model {model.model} must live in a file named {expected}")

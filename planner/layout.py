@@ -34,6 +34,14 @@ class Instance:
     def __str__(self) -> str:
         return f"{self.profile}@{self.start}"
 
+    @classmethod
+    def parse(cls, text: str) -> Instance:
+        """Parse one `profile@start`."""
+        layout = Layout.parse(text)
+        if len(layout) != 1:
+            raise LayoutSyntaxError(f"{text!r} is not one instance of the form PROFILE@START")
+        return layout.instances[0]
+
 
 @dataclass(frozen=True, slots=True)
 class Layout:

@@ -1,0 +1,155 @@
+"""Build a Plan from target layouts: operations, evictions, demand met, summary.
+
+Shared by the CP-SAT planner and the baseline heuristics, so every plan is reported (and
+validated) the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.diff import operations, removed_instances
+from migplan.planner.inventory import GpuState
+from migplan.planner.layout import Layout
+from migplan.planner.plan import (
+    DemandResult,
+    GpuPlan,
+    Plan,
+    PlanSummary,
+    SolverReport,
+)
+
+GpuKey = tuple[str, int]
+
+
+def gpu_key(gpu: GpuState) -> GpuKey:
+    """(node, index): how targets are keyed."""
+    return (gpu.node, gpu.index)
+
+
+@dataclass(frozen=True)
+class Supply:
+    """Per profile: instances in the targets, in use (kept), and evicted pods to rehost."""
+
+    total: Counter[str]
+    kept_in_use: Counter[str]
+    evicted: Counter[str]
+
+    def free_for_pending(self, profile: str) -> int:
+        """Free instances left for pending pods once evicted pods are rehosted."""
+        free = self.total[profile] - self.kept_in_use[profile] - self.evicted[profile]
+        return max(free, 0)
+
+
+def supply_of(
+    gpus: Sequence[GpuState], targets: Mapping[GpuKey, Layout], *, rebuild: bool = False
+) -> Supply:
+    """What the target layouts supply, given which in-use instances they keep."""
+    total: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    evicted: Counter[str] = Counter()
+    for gpu in gpus:
+        after = targets[gpu_key(gpu)]
+        total.update(i.profile for i in after.instances)
+        removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
+        for instance in gpu.pins:
+            (evicted if instance in removed else kept)[instance.profile] += 1
+    return Supply(total, kept, evicted)
+
+
+def allocate(demand: Sequence[DemandItem], supply: Supply) -> list[int]:
+    """Met count per demand item: supply goes to higher priority first, then in given order."""
+    left_total = Counter(supply.total)
+    left_free = Counter({p: supply.free_for_pending(p) for p in supply.total})
+    met = [0] * len(demand)
+    order = sorted(range(len(demand)), key=lambda n: -demand[n].priority)
+    for n in order:
+        item = demand[n]
+        pool = left_total if item.kind is DemandKind.TOTAL else left_free
+        met[n] = min(item.count, max(pool[item.profile], 0))
+        pool[item.profile] -= met[n]
+    return met
+
+
+def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
+    """A stable digest of the planner's inputs (sha256 of their canonical JSON)."""
+
+    def plain(part: BaseModel | Sequence[BaseModel] | None) -> object:
+        if part is None:
+            return None
+        if isinstance(part, BaseModel):
+            return part.model_dump(mode="json", by_alias=True)
+        return [p.model_dump(mode="json", by_alias=True) for p in part]
+
+    text = json.dumps([plain(p) for p in parts], sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def assemble_plan(
+    *,
+    gpus: Sequence[GpuState],
+    targets: Mapping[GpuKey, Layout],
+    demand: Sequence[DemandItem],
+    solver: SolverReport,
+    digest: str,
+    rebuild: bool = False,
+    explain: Callable[[DemandItem, int], str | None] | None = None,
+) -> Plan:
+    """The Plan that takes every GPU of `gpus` to its layout in `targets`.
+
+    `explain(item, met)` gives the reason for an item that is not fully met.
+    """
+    gpu_plans = []
+    for gpu in gpus:
+        after = targets[gpu_key(gpu)]
+        steps = operations(gpu.layout, after, mig_enabled=gpu.mig_enabled, rebuild=rebuild)
+        removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
+        evict = sorted({pod for inst, pod in gpu.pins.items() if inst in removed})
+        if gpu.whole_gpu_pod and after:
+            evict.append(gpu.whole_gpu_pod)
+        gpu_plans.append(
+            GpuPlan(
+                node=gpu.node,
+                gpu=gpu.index,
+                uuid=gpu.uuid,
+                model=gpu.model.model,
+                before=str(gpu.layout),
+                after=str(after),
+                in_use={str(i): pod for i, pod in sorted(gpu.pins.items())},
+                operations=tuple(steps),
+                evict=tuple(evict),
+            )
+        )
+    met = allocate(demand, supply_of(gpus, targets, rebuild=rebuild))
+    results = tuple(
+        DemandResult(
+            resource=item.resource,
+            profile=item.profile,
+            kind=item.kind.value,
+            priority=item.priority,
+            requested=item.count,
+            met=got,
+            reason=(explain(item, got) if explain and got < item.count else None),
+            pods=item.pods,
+        )
+        for item, got in zip(demand, met, strict=True)
+    )
+    changed = [g for g in gpu_plans if g.changed]
+    summary = PlanSummary(
+        gpus=len(gpu_plans),
+        gpus_changed=len(changed),
+        nodes_touched=len({g.node for g in changed}),
+        evictions=len({pod for g in gpu_plans for pod in g.evict}),
+        requested=sum(r.requested for r in results),
+        met=sum(r.met for r in results),
+    )
+    return Plan(
+        input_hash=digest, gpus=tuple(gpu_plans), demand=results, summary=summary, solver=solver
+    )

@@ -1,0 +1,93 @@
+"""Reasons a person understands for demand the plan does not meet."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.inventory import GpuState
+from migplan.planner.solver.candidates import Candidate, allowed_new_profiles
+from migplan.planner.solver.classes import GpuClass
+from migplan.planner.spec import Disruption, PolicySpec
+
+
+class Explainer:
+    """Works out why an item is short, from the classes and their candidate layouts."""
+
+    def __init__(
+        self,
+        *,
+        gpus: Sequence[GpuState],
+        classes: Sequence[GpuClass],
+        candidates: Sequence[Sequence[Candidate]],
+        policy: PolicySpec,
+    ) -> None:
+        self._gpus = gpus
+        self._classes = classes
+        self._candidates = candidates
+        self._policy = policy
+
+    def capacity(self, profile: str) -> int:
+        """Most instances of `profile` the covered GPUs could hold if nothing else were wanted."""
+        return sum(
+            cls.size * max((c.count(profile) for c in cands), default=0)
+            for cls, cands in zip(self._classes, self._candidates, strict=True)
+        )
+
+    def in_use(self, profile: str) -> int:
+        """Instances of `profile` in use now."""
+        return sum(cls.size * sum(i.profile == profile for i in cls.pins) for cls in self._classes)
+
+    def __call__(self, item: DemandItem, met: int) -> str | None:
+        """Why `item` got only `met` of its count."""
+        short = item.count - met
+        what = f"{short} x {item.profile}"
+        if not self._gpus:
+            return f"{what}: the plan's node selector covers no GPU node"
+        models = sorted({g.model.model for g in self._gpus})
+        offering = [
+            m
+            for m in models
+            if any(
+                item.profile in g.model.profiles_by_name for g in self._gpus if g.model.model == m
+            )
+        ]
+        if not offering:
+            return f"{what}: no covered GPU model has this profile (covered: {', '.join(models)})"
+        allowed = [
+            m
+            for m in offering
+            if any(
+                item.profile in allowed_new_profiles(g.model, self._policy)
+                for g in self._gpus
+                if g.model.model == m
+            )
+        ]
+        if not allowed:
+            return f"{what}: policy.allowedProfiles excludes it on {', '.join(offering)}"
+        capacity = self.capacity(item.profile)
+        if item.kind is DemandKind.FREE:
+            capacity -= self.in_use(item.profile)
+        if capacity < item.count:
+            blocked = (
+                " with in-use instances kept in place (policy disruption: none)"
+                if self._policy.disruption is Disruption.NONE
+                and any(cls.pins for cls in self._classes)
+                else ""
+            )
+            extra = "free " if item.kind is DemandKind.FREE else ""
+            return (
+                f"{what}: at most {max(capacity, 0)} {extra}instances of {item.profile} fit "
+                f"on the covered {', '.join(allowed)} GPUs{blocked}"
+            )
+        limits = []
+        if self._policy.max_gpus_changed is not None:
+            limits.append(f"maxGpusChanged={self._policy.max_gpus_changed}")
+        if self._policy.max_nodes_changed is not None:
+            limits.append(f"maxNodesChanged={self._policy.max_nodes_changed}")
+        if limits:
+            return f"{what}: held back by policy {' and '.join(limits)}"
+        return (
+            f"{what}: the slices it needs are given to other demand of equal or higher "
+            "priority weight (priority x compute slices)"
+        )

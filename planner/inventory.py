@@ -1,0 +1,147 @@
+"""The fleet as the planner sees it: nodes, their GPUs, layouts, in-use instances, pending pods.
+
+`Inventory` is the file format (an offline snapshot, or what the operator builds from the API);
+`resolve_inventory` checks it against the catalog and yields one `GpuState` per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from migplan.planner.catalog import Catalog, GpuModel
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.layout import Instance, Layout, check_layout
+from migplan.planner.resources import is_mig_resource
+from migplan.planner.schema import CamelModel
+
+PodName = Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*$")]
+"""A pod as `namespace/name`."""
+
+
+class GpuInfo(CamelModel):
+    """One GPU of a node."""
+
+    index: Annotated[int, Field(ge=0)]
+    model: Annotated[str, Field(description="catalog key or product name")]
+    uuid: str | None = None
+    mig_enabled: bool = True
+    layout: str = Field(default="-", description="current layout in canonical form")
+    in_use: dict[str, PodName] = Field(
+        default_factory=dict, description="instance (profile@start) -> pod using it"
+    )
+    whole_gpu_pod: PodName | None = Field(
+        default=None, description="pod using the whole GPU (MIG disabled)"
+    )
+
+
+class NodeInfo(CamelModel):
+    """A GPU node."""
+
+    name: Annotated[str, Field(min_length=1)]
+    labels: dict[str, str] = Field(default_factory=dict)
+    gpus: tuple[GpuInfo, ...] = ()
+
+
+class PendingPod(CamelModel):
+    """A pod waiting for MIG resources."""
+
+    namespace: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    requests: dict[str, Annotated[int, Field(ge=0)]]
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Inventory(CamelModel):
+    """A snapshot of the cluster's GPU nodes (file kind `Inventory`)."""
+
+    api_version: Literal["migplan.io/v1alpha1"] = "migplan.io/v1alpha1"
+    kind: Literal["Inventory"] = "Inventory"
+    namespaces: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="namespace -> its labels (for namespace selectors)"
+    )
+    nodes: tuple[NodeInfo, ...]
+    pending_pods: tuple[PendingPod, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU, resolved against the catalog: the unit the planner decides about."""
+
+    node: str
+    index: int
+    uuid: str | None
+    model: GpuModel
+    layout: Layout
+    pins: Mapping[Instance, str] = field(default_factory=dict)
+    """In-use instances and the pod on each."""
+    mig_enabled: bool = True
+    whole_gpu_pod: str | None = None
+
+    @property
+    def name(self) -> str:
+        """`node/gpu-N`, for messages."""
+        return f"{self.node}/gpu-{self.index}"
+
+
+def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog) -> GpuState:
+    where = f"inventory: node {node.name} gpu {gpu.index}"
+    try:
+        model = catalog.model(gpu.model)
+        layout = Layout.parse(gpu.layout)
+        pins = {Instance.parse(text): pod for text, pod in gpu.in_use.items()}
+    except MigplanInputError as exc:
+        raise MigplanInputError(f"{where}: {exc}") from None
+    problems = check_layout(model, layout)
+    if problems:
+        raise MigplanInputError(
+            f"{where}: current layout {layout} is not valid on {model.model}: {problems[0]}"
+        )
+    for instance in pins:
+        if instance not in layout.instances:
+            raise MigplanInputError(
+                f"{where}: in-use instance {instance} is not in the current layout {layout}"
+            )
+    if not gpu.mig_enabled and (layout or pins):
+        raise MigplanInputError(f"{where}: MIG is disabled, so layout and inUse must be empty")
+    if gpu.whole_gpu_pod and gpu.mig_enabled:
+        raise MigplanInputError(f"{where}: wholeGpuPod is only possible with MIG disabled")
+    return GpuState(
+        node=node.name,
+        index=gpu.index,
+        uuid=gpu.uuid,
+        model=model,
+        layout=layout,
+        pins=pins,
+        mig_enabled=gpu.mig_enabled,
+        whole_gpu_pod=gpu.whole_gpu_pod,
+    )
+
+
+def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
+    """Every GPU of `inventory`, checked against `catalog`, in node then index order.
+
+    Raises MigplanInputError naming node and GPU for an unknown model, a malformed or invalid
+    layout, an in-use instance missing from the layout, or a duplicate node or GPU index.
+    """
+    seen_nodes: set[str] = set()
+    states = []
+    for node in inventory.nodes:
+        if node.name in seen_nodes:
+            raise MigplanInputError(f"inventory: node {node.name} is listed twice")
+        seen_nodes.add(node.name)
+        indices = [g.index for g in node.gpus]
+        if len(set(indices)) != len(indices):
+            raise MigplanInputError(f"inventory: node {node.name} lists a GPU index twice")
+        states += [_resolve_gpu(node, gpu, catalog) for gpu in node.gpus]
+    for pod in inventory.pending_pods:
+        for resource in pod.requests:
+            if resource.startswith("nvidia.com/mig-") and not is_mig_resource(resource):
+                raise MigplanInputError(
+                    f"inventory: pending pod {pod.namespace}/{pod.name}: {resource!r} is not a "
+                    "MIG resource name (such as nvidia.com/mig-1g.10gb)"
+                )
+    return sorted(states, key=lambda s: (s.node, s.index))

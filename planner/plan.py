@@ -1,0 +1,121 @@
+"""The plan: per GPU the target layout, the operations and evictions; demand met; solver figures.
+
+A plan is data. `assemble.py` builds one from target layouts, `validate.py` checks one
+independently of how it was found.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from migplan.planner.schema import CamelModel
+
+
+class OperationKind(StrEnum):
+    """NVML-level steps, in the order the agent may take them."""
+
+    ENABLE_MIG = "enable-mig"
+    DESTROY_CI = "destroy-ci"
+    DESTROY_GI = "destroy-gi"
+    CREATE_GI = "create-gi"
+    CREATE_CI = "create-ci"
+
+
+class Operation(CamelModel):
+    """One step on one GPU; `instance` is `profile@start` (none for enable-mig)."""
+
+    kind: OperationKind
+    instance: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} {self.instance}" if self.instance else self.kind.value
+
+
+class GpuPlan(CamelModel):
+    """What happens to one GPU."""
+
+    node: str
+    gpu: Annotated[int, Field(description="GPU index on the node")]
+    uuid: str | None = None
+    model: str
+    before: str
+    after: str
+    in_use: dict[str, str] = Field(
+        default_factory=dict, description="instances in use before the change -> pod"
+    )
+    operations: tuple[Operation, ...] = ()
+    evict: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether any operation touches this GPU."""
+        return bool(self.operations)
+
+
+class DemandResult(CamelModel):
+    """How one demand item fared."""
+
+    resource: str
+    profile: str
+    kind: str
+    priority: int
+    requested: int
+    met: int
+    reason: str | None = Field(default=None, description="why the rest is unmet")
+    pods: tuple[str, ...] = ()
+
+    @property
+    def unmet(self) -> int:
+        """Requested but not provided."""
+        return self.requested - self.met
+
+
+class SolverStage(CamelModel):
+    """One stage of the lexicographic objective."""
+
+    name: str
+    sense: str
+    status: str
+    value: float
+    bound: float
+    seconds: float
+
+
+class SolverReport(CamelModel):
+    """Honest figures from the solver (or the name of the heuristic that made the plan)."""
+
+    method: str
+    status: str
+    objective: float = 0.0
+    bound: float = 0.0
+    gap: float = 0.0
+    wall_seconds: float = 0.0
+    stages: tuple[SolverStage, ...] = ()
+    classes: int = 0
+    variables: int = 0
+    workers: int = 1
+    seed: int = 0
+
+
+class PlanSummary(CamelModel):
+    """Counts a person looks at first."""
+
+    gpus: int
+    gpus_changed: int
+    nodes_touched: int
+    evictions: int
+    requested: int
+    met: int
+
+
+class Plan(CamelModel):
+    """The computed plan for one set of inputs."""
+
+    input_hash: str
+    gpus: tuple[GpuPlan, ...]
+    demand: tuple[DemandResult, ...]
+    summary: PlanSummary
+    solver: SolverReport

@@ -1,0 +1,77 @@
+"""Group GPUs into classes that are interchangeable for the objective.
+
+GPUs of one model with the same current layout, the same in-use instances (by position) and
+the same MIG state differ only in where they sit; node-level costs are handled separately
+(node groups in `model.py`). A fleet of thousands of GPUs is usually a few dozen classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from migplan.planner.catalog import GpuModel
+from migplan.planner.inventory import GpuState
+from migplan.planner.layout import Instance, Layout
+
+
+@dataclass(frozen=True, order=True)
+class ClassKey:
+    """What makes GPUs interchangeable."""
+
+    model: str
+    layout: str
+    pins: tuple[str, ...]
+    mig_enabled: bool
+    whole_gpu_used: bool
+
+
+@dataclass(frozen=True)
+class GpuClass:
+    """GPUs that the planner may treat as one pool."""
+
+    key: ClassKey
+    model: GpuModel
+    current: Layout
+    pins: frozenset[Instance]
+    mig_enabled: bool
+    whole_gpu_used: bool
+    gpus: tuple[GpuState, ...]
+
+    @property
+    def size(self) -> int:
+        """Number of GPUs in the class."""
+        return len(self.gpus)
+
+
+def class_key(gpu: GpuState) -> ClassKey:
+    """The class a GPU belongs to."""
+    return ClassKey(
+        model=gpu.model.model,
+        layout=str(gpu.layout),
+        pins=tuple(sorted(str(i) for i in gpu.pins)),
+        mig_enabled=gpu.mig_enabled,
+        whole_gpu_used=gpu.whole_gpu_pod is not None,
+    )
+
+
+def group_gpus(gpus: Sequence[GpuState]) -> list[GpuClass]:
+    """The classes of `gpus`, sorted by key; GPUs inside sorted by node and index."""
+    members: dict[ClassKey, list[GpuState]] = {}
+    for gpu in gpus:
+        members.setdefault(class_key(gpu), []).append(gpu)
+    classes = []
+    for key in sorted(members):
+        first = members[key][0]
+        classes.append(
+            GpuClass(
+                key=key,
+                model=first.model,
+                current=first.layout,
+                pins=frozenset(first.pins),
+                mig_enabled=first.mig_enabled,
+                whole_gpu_used=first.whole_gpu_pod is not None,
+                gpus=tuple(sorted(members[key], key=lambda g: (g.node, g.index))),
+            )
+        )
+    return classes

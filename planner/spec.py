@@ -1,0 +1,261 @@
+"""The `GPUPartitionPlan` manifest (migplan.io/v1alpha1): what a user `kubectl apply`s.
+
+These models are the single source of the CRD's spec schema (crds/ is checked against them)
+and are what the offline preview reads.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal, Self
+from zoneinfo import available_timezones
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from migplan.planner.resources import RESOURCE_NAME
+from migplan.planner.schema import CamelModel
+
+API_VERSION = "migplan.io/v1alpha1"
+DURATION = re.compile(r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$")
+"""A Go-style duration of hours, minutes and seconds: `2h`, `90m`, `1h30m`, `45s`."""
+CRON_FIELDS = 5
+
+
+def duration_seconds(text: str) -> int:
+    """`1h30m` -> 5400."""
+    match = DURATION.match(text)
+    if match is None or not text:
+        raise ValueError(f"{text!r} is not a duration such as 2h, 90m or 1h30m")
+    hours, minutes, seconds = (int(g[:-1]) if g else 0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def positive_duration(text: str) -> str:
+    """Raise ValueError unless `text` is a duration longer than zero."""
+    if duration_seconds(text) <= 0:
+        raise ValueError("duration must be positive")
+    return text
+
+
+def check_cron(text: str) -> str:
+    """Raise ValueError unless `text` is a 5-field cron expression croniter accepts."""
+    from croniter import croniter
+
+    if len(text.split()) != CRON_FIELDS or not croniter.is_valid(text):
+        raise ValueError(f"{text!r} is not a 5-field cron expression such as '0 2 * * 6'")
+    return text
+
+
+class SelectorOperator(StrEnum):
+    """Operators of a label-selector requirement (as in Kubernetes)."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class SelectorRequirement(CamelModel):
+    """One `matchExpressions` entry."""
+
+    key: Annotated[str, Field(min_length=1)]
+    operator: SelectorOperator
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> Self:
+        needs_values = self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
+        if needs_values and not self.values:
+            raise ValueError(f"operator {self.operator.value} needs at least one value")
+        if not needs_values and self.values:
+            raise ValueError(f"operator {self.operator.value} takes no values")
+        return self
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether `labels` satisfy this requirement."""
+        match self.operator:
+            case SelectorOperator.IN:
+                return labels.get(self.key) in self.values
+            case SelectorOperator.NOT_IN:
+                return labels.get(self.key) not in self.values
+            case SelectorOperator.EXISTS:
+                return self.key in labels
+            case SelectorOperator.DOES_NOT_EXIST:
+                return self.key not in labels
+
+
+class LabelSelector(CamelModel):
+    """A Kubernetes label selector; empty selects everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Whether `labels` satisfy every label and expression of the selector."""
+        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+Priority = Annotated[int, Field(ge=1, le=1000, description="weight of this demand (1-1000)")]
+
+
+class ProfileDemand(CamelModel):
+    """An explicit count: the selected GPUs should hold `count` instances of this profile."""
+
+    resource: Annotated[
+        str,
+        Field(
+            pattern=RESOURCE_NAME.pattern,
+            description="MIG resource name, e.g. nvidia.com/mig-1g.10gb",
+        ),
+    ]
+    count: Annotated[int, Field(ge=0, description="instances wanted, in use or free")]
+    priority: Priority = 1
+
+
+class PendingPodDemand(CamelModel):
+    """Demand from pods Pending for want of `nvidia.com/mig-*` resources."""
+
+    namespace_selector: LabelSelector = LabelSelector()
+    priority: Priority = 1
+
+
+class DemandSpec(CamelModel):
+    """What the plan should provide."""
+
+    profiles: tuple[ProfileDemand, ...] = ()
+    from_pending_pods: PendingPodDemand | None = None
+
+    @model_validator(mode="after")
+    def _something_is_wanted(self) -> Self:
+        if not self.profiles and self.from_pending_pods is None:
+            raise ValueError("demand: give profiles, fromPendingPods, or both")
+        resources = [p.resource for p in self.profiles]
+        if len(set(resources)) != len(resources):
+            raise ValueError("demand.profiles: each resource may appear only once")
+        return self
+
+
+class Disruption(StrEnum):
+    """What a plan may disturb."""
+
+    NONE = "none"
+    """Only instances no pod uses may be destroyed."""
+    EVICT = "evict"
+    """Instances in use may be destroyed; their pods are evicted (honouring PDBs) first."""
+
+
+class PolicySpec(CamelModel):
+    """What the planner may change."""
+
+    disruption: Disruption = Disruption.NONE
+    max_gpus_changed: Annotated[int | None, Field(ge=0)] = None
+    max_nodes_changed: Annotated[int | None, Field(ge=0)] = None
+    allowed_profiles: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="per GPU model (catalog key): the profiles new instances may use",
+    )
+    whole_gpu_rebuild: bool = Field(
+        default=False,
+        description="every changed GPU is rebuilt from empty (mig-manager actuator)",
+    )
+
+
+class WindowSpec(CamelModel):
+    """A recurring maintenance window: disruptive steps happen only inside it."""
+
+    start: Annotated[str, Field(description="5-field cron expression of the window's start")]
+    duration: Annotated[str, Field(pattern=DURATION.pattern, description="e.g. 2h or 90m")]
+    time_zone: str = "UTC"
+
+    @field_validator("start")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        return check_cron(value)
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        return positive_duration(value)
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        if value != "UTC" and value not in available_timezones():
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as Europe/Berlin)"
+            )
+        return value
+
+
+class RolloutSpec(CamelModel):
+    """How fast the rollout may go."""
+
+    max_unavailable: Annotated[int, Field(ge=1, description="nodes reconfigured at once")] = 1
+    drain_timeout: Annotated[str, Field(pattern=DURATION.pattern)] = "10m"
+
+    @field_validator("drain_timeout")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        return positive_duration(value)
+
+
+class SolverSpec(CamelModel):
+    """Solver limits."""
+
+    time_limit_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
+
+
+class Actuator(StrEnum):
+    """Who changes the MIG instances on a node."""
+
+    AGENT = "agent"
+    MIG_MANAGER = "mig-manager"
+
+
+class PlanSpec(CamelModel):
+    """spec of a GPUPartitionPlan."""
+
+    node_selector: LabelSelector = LabelSelector()
+    demand: DemandSpec
+    policy: PolicySpec = PolicySpec()
+    window: WindowSpec | None = None
+    rebalance_schedule: str | None = Field(default=None, description="5-field cron expression")
+    rollout: RolloutSpec = RolloutSpec()
+    actuator: Actuator = Actuator.AGENT
+    dry_run: bool = False
+    suspend: bool = False
+    solver: SolverSpec = SolverSpec()
+
+    @field_validator("rebalance_schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return None if value is None else check_cron(value)
+
+    @model_validator(mode="after")
+    def _window_unless_dry_run(self) -> Self:
+        if not self.dry_run and self.window is None:
+            raise ValueError(
+                "window: a plan that changes GPUs needs a maintenance window (or set dryRun: true)"
+            )
+        return self
+
+
+class ObjectMeta(CamelModel):
+    """The part of Kubernetes metadata a plan file needs; other fields are kept as given."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+
+
+class GPUPartitionPlan(CamelModel):
+    """A GPUPartitionPlan manifest as a user applies it."""
+
+    model_config = ConfigDict(extra="ignore")  # status and other server fields may be present
+    api_version: Literal["migplan.io/v1alpha1"]
+    kind: Literal["GPUPartitionPlan"]
+    metadata: ObjectMeta
+    spec: PlanSpec
