@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
 from migplan.planner.solver.candidates import Candidate, allowed_new_profiles
 from migplan.planner.solver.classes import GpuClass
@@ -26,12 +27,40 @@ class Explainer:
         self._classes = classes
         self._candidates = candidates
         self._policy = policy
+        self.limits_reached: list[str] = []
+        """Policy limits the chosen plan sits at (set once the plan is known)."""
+
+    def note_plan(self, *, gpus_changed: int, nodes_touched: int) -> None:
+        """Record which policy limits the chosen plan reaches."""
+        policy = self._policy
+        self.limits_reached = [
+            f"{name}={limit}"
+            for name, limit, used in (
+                ("maxGpusChanged", policy.max_gpus_changed, gpus_changed),
+                ("maxNodesChanged", policy.max_nodes_changed, nodes_touched),
+            )
+            if limit is not None and used >= limit
+        ]
 
     def capacity(self, profile: str) -> int:
         """Most instances of `profile` the covered GPUs could hold if nothing else were wanted."""
         return sum(
             cls.size * max((c.count(profile) for c in cands), default=0)
             for cls, cands in zip(self._classes, self._candidates, strict=True)
+        )
+
+    def capacity_without_pins(self, profile: str) -> int:
+        """Most instances of `profile` the covered GPUs could hold if they were all empty."""
+        return sum(
+            max(
+                (
+                    layout.profile_counts()[profile]
+                    for layout in enumerate_layouts(g.model, profiles=[profile])
+                ),
+                default=0,
+            )
+            for g in self._gpus
+            if profile in g.model.profiles_by_name
         )
 
     def in_use(self, profile: str) -> int:
@@ -72,7 +101,7 @@ class Explainer:
             blocked = (
                 " with in-use instances kept in place (policy disruption: none)"
                 if self._policy.disruption is Disruption.NONE
-                and any(cls.pins for cls in self._classes)
+                and self.capacity_without_pins(item.profile) > self.capacity(item.profile)
                 else ""
             )
             extra = "free " if item.kind is DemandKind.FREE else ""
@@ -80,14 +109,10 @@ class Explainer:
                 f"{what}: at most {max(capacity, 0)} {extra}instances of {item.profile} fit "
                 f"on the covered {', '.join(allowed)} GPUs{blocked}"
             )
-        limits = []
-        if self._policy.max_gpus_changed is not None:
-            limits.append(f"maxGpusChanged={self._policy.max_gpus_changed}")
-        if self._policy.max_nodes_changed is not None:
-            limits.append(f"maxNodesChanged={self._policy.max_nodes_changed}")
-        if limits:
-            return f"{what}: held back by policy {' and '.join(limits)}"
-        return (
-            f"{what}: the slices it needs are given to other demand of equal or higher "
-            "priority weight (priority x compute slices)"
+        reason = (
+            f"{what}: the slices it needs go to other demand of equal or higher weight "
+            "(priority x compute slices)"
         )
+        if self.limits_reached:
+            reason += f"; the plan is at policy limit {' and '.join(self.limits_reached)}"
+        return reason

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.cli import catalog_commands
+from migplan.operator.cli import catalog_commands, preview
 from migplan.operator.cli.context import CliState
 from migplan.operator.logs import configure_logging
 from migplan.planner.errors import MigplanInputError
@@ -35,6 +35,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 catalog_commands.register(app)
+app.command("preview")(preview.preview)
 
 
 def _print_version(value: bool) -> None:

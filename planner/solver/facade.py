@@ -63,6 +63,8 @@ def plan(
         )
     else:
         targets = {gpu_key(g): g.layout for g in gpus}
+    moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
+    explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
     first = result.stages[0] if result.stages else None
     objective = first.value if first else 0.0
     bound = first.bound if first else 0.0

@@ -19,7 +19,7 @@ Supply (per profile P, over all classes and candidates)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -159,17 +159,17 @@ class PlanningModel:
             demand_weight(item) * met for item, met in zip(self.demand, self.met, strict=True)
         )
 
-    def _per_candidate(self, value: str) -> cp_model.LinearExprT:
+    def _per_candidate(self, value: Callable[[Candidate], int]) -> cp_model.LinearExprT:
         return sum(
-            x * getattr(cand, value)
+            x * value(cand)
             for row, cands in zip(self.x, self.candidates, strict=True)
             for x, cand in zip(row, cands, strict=True)
-            if getattr(cand, value)
+            if value(cand)
         )
 
     def evictions(self) -> cp_model.LinearExprT:
         """Pods evicted."""
-        return self._per_candidate("evictions")
+        return self._per_candidate(lambda c: c.evictions)
 
     def gpus_changed(self) -> cp_model.LinearExprT:
         """GPUs whose layout changes."""
@@ -181,11 +181,11 @@ class PlanningModel:
 
     def headroom(self) -> cp_model.LinearExprT:
         """Sum over GPUs of the largest profile still placeable in free slices."""
-        return self._per_candidate("headroom")
+        return self._per_candidate(lambda c: c.headroom)
 
     def operations(self) -> cp_model.LinearExprT:
         """NVML create/destroy steps."""
-        return self._per_candidate("operations")
+        return self._per_candidate(lambda c: c.operations)
 
     def variable_count(self) -> int:
         """Variables in the model."""

@@ -45,10 +45,6 @@ class StagedResult:
     found: bool
 
 
-def _status_name(status: int) -> str:
-    return str(cp_model.CpSolver().status_name(status))
-
-
 def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: int) -> StagedResult:
     """Solve the stages in order within `time_limit` wall seconds."""
     deadline = time.monotonic() + time_limit
@@ -83,7 +79,7 @@ def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: in
                 SolverStage(
                     name=name,
                     sense=sense,
-                    status=_status_name(status),
+                    status=solver.status_name(status),
                     value=0.0,
                     bound=0.0,
                     seconds=seconds,
@@ -95,7 +91,7 @@ def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: in
             SolverStage(
                 name=name,
                 sense=sense,
-                status=_status_name(status),
+                status=solver.status_name(status),
                 value=value,
                 bound=solver.best_objective_bound,
                 seconds=seconds,
@@ -115,7 +111,7 @@ def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: in
         else:
             optimal = False
             pm.model.add(expr >= fixed if sense == "max" else expr <= fixed)
-        pm.model.clear_hints()
+        pm.model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools lacks a hint
         for row, vals in zip(pm.x, values.x, strict=True):
             for var, val in zip(row, vals, strict=True):
                 pm.model.add_hint(var, val)

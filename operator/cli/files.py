@@ -1,0 +1,46 @@
+"""Reading the CLI's input files (plan manifests, inventories) with one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.inventory import Inventory
+from migplan.planner.schema import parse_model
+from migplan.planner.spec import GPUPartitionPlan
+
+
+def read_yaml_documents(path: Path) -> list[Any]:
+    """Every YAML document in `path` (empty documents skipped)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MigplanInputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MigplanInputError(f"{path}: cannot read: {exc}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise MigplanInputError(f"{path}: not valid YAML{where}: {problem}") from None
+
+
+def load_plan_manifest(path: Path) -> GPUPartitionPlan:
+    """The first GPUPartitionPlan in `path` (other documents are ignored)."""
+    for doc in read_yaml_documents(path):
+        if isinstance(doc, dict) and doc.get("kind") == "GPUPartitionPlan":
+            return parse_model(GPUPartitionPlan, doc, source=str(path))
+    raise MigplanInputError(f"{path}: no document of kind GPUPartitionPlan")
+
+
+def load_inventory(path: Path) -> Inventory:
+    """The Inventory in `path` (a single document)."""
+    docs = read_yaml_documents(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise MigplanInputError(f"{path}: expected one Inventory document (a mapping)")
+    return parse_model(Inventory, docs[0], source=str(path))

@@ -1,0 +1,184 @@
+"""`migplan preview`: the dry run a person reads before anything is touched."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from migplan.operator.cli.context import console, state
+from migplan.operator.cli.files import load_inventory, load_plan_manifest
+from migplan.operator.cli.pictures import LEGEND, slice_bar_text
+from migplan.planner.catalog import Catalog
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.layout import Instance, Layout
+from migplan.planner.pipeline import PlanOutcome, plan_fleet
+from migplan.planner.plan import GpuPlan, OperationKind, Plan
+
+
+class PreviewFormat(StrEnum):
+    """Output formats of the preview."""
+
+    TEXT = "text"
+    YAML = "yaml"
+    JSON = "json"
+
+
+def _marks(gp: GpuPlan) -> tuple[dict[Instance, str], dict[Instance, str]]:
+    """Marks for the before and after pictures of one GPU."""
+    destroyed = {o.instance for o in gp.operations if o.kind is OperationKind.DESTROY_GI}
+    created = {o.instance for o in gp.operations if o.kind is OperationKind.CREATE_GI}
+    before = {Instance.parse(text): ("!" if text in destroyed else "*") for text in gp.in_use}
+    after = {Instance.parse(t): "+" for t in created if t}
+    after.update({i: m for i, m in before.items() if m == "*"})
+    return before, after
+
+
+def _steps(gp: GpuPlan) -> str:
+    """`destroy 1g.5gb@2 1g.5gb@3 · create 3g.40gb@0` (each with its compute instance)."""
+    parts = []
+    if any(o.kind is OperationKind.ENABLE_MIG for o in gp.operations):
+        parts.append("enable MIG")
+    for kind, word in ((OperationKind.DESTROY_GI, "destroy"), (OperationKind.CREATE_GI, "create")):
+        names = [o.instance for o in gp.operations if o.kind is kind and o.instance]
+        if names:
+            parts.append(f"{word} {' '.join(names)}")
+    return " · ".join(parts)
+
+
+def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
+    node = None
+    for gp in plan.gpus:
+        if gp.node != node:
+            node = gp.node
+            out.print(Text(f"node {node}", style="bold"))
+        model = catalog.model(gp.model)
+        before_marks, after_marks = _marks(gp)
+        before = slice_bar_text(model, Layout.parse(gp.before), before_marks)
+        head = Text(f"  gpu {gp.gpu}  {gp.model:<12} ")
+        if not gp.changed:
+            out.print(head + Text("unchanged ", style="dim") + before)
+            continue
+        after = slice_bar_text(model, Layout.parse(gp.after), after_marks)
+        out.print(head + Text("before    ") + before)
+        out.print(Text(" " * len(head.plain)) + Text("after     ") + after)
+        out.print(Text(f"{' ' * len(head.plain)}ops       {_steps(gp)}", style="dim"))
+        if gp.evict:
+            out.print(
+                Text(f"{' ' * len(head.plain)}evict     {', '.join(gp.evict)}", style="bold red")
+            )
+    out.print(Text(LEGEND, style="dim"))
+
+
+def _print_demand(out: Console, plan: Plan) -> None:
+    table = Table(title="Demand", title_justify="left")
+    for column in ("resource", "kind", "priority", "requested", "met", "reason"):
+        table.add_column(
+            column,
+            justify="right" if column in ("priority", "requested", "met") else "left",
+            overflow="fold",
+        )
+    for r in plan.demand:
+        style = "" if r.met == r.requested else "yellow"
+        table.add_row(
+            r.resource,
+            r.kind,
+            str(r.priority),
+            str(r.requested),
+            str(r.met),
+            r.reason or "",
+            style=style,
+        )
+    out.print(table)
+
+
+def _print_solver(out: Console, plan: Plan) -> None:
+    s = plan.solver
+    out.print(
+        Text(
+            f"Solver: {s.method} {s.status} in {s.wall_seconds:.2f} s; {s.classes} GPU classes,"
+            f" {s.variables} variables, {s.workers} worker(s), seed {s.seed}; demand objective "
+            f"{s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
+        )
+    )
+    table = Table(show_edge=False)
+    for column in ("stage", "sense", "status", "value", "bound", "seconds"):
+        table.add_column(
+            column, justify="left" if column in ("stage", "sense", "status") else "right"
+        )
+    for st in s.stages:
+        table.add_row(
+            st.name, st.sense, st.status, f"{st.value:g}", f"{st.bound:g}", f"{st.seconds:.3f}"
+        )
+    out.print(table)
+
+
+def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
+    """The human-readable preview of a plan."""
+    plan = outcome.plan
+    out = console()
+    s = plan.summary
+    nodes = len({g.node for g in plan.gpus})
+    out.print(
+        Text(
+            f"Plan {name}: {nodes} nodes, {s.gpus} GPUs covered; demand {s.met}/{s.requested} "
+            f"met; {s.gpus_changed} GPUs on {s.nodes_touched} nodes change; "
+            f"{s.evictions} pods evicted",
+            style="bold",
+        )
+    )
+    out.print(Text(f"input {plan.input_hash}", style="dim"))
+    _print_gpus(out, plan, catalog)
+    _print_demand(out, plan)
+    _print_solver(out, plan)
+
+
+def preview(
+    ctx: typer.Context,
+    plan_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PLAN.yaml", help="A GPUPartitionPlan manifest.", show_default=False
+        ),
+    ],
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            "--cluster",
+            metavar="INVENTORY.yaml",
+            help="Plan against this inventory file instead of a live cluster.",
+        ),
+    ] = None,
+    output: Annotated[
+        PreviewFormat, typer.Option("--output", "-o", help="text, yaml or json.")
+    ] = PreviewFormat.TEXT,
+) -> None:
+    """Preview what a GPUPartitionPlan would do, without touching anything.
+
+    Shows per node and GPU the layout before and after as a picture of the memory slices, the
+    NVML operations, the pods that would be evicted, the demand met and unmet (with reasons)
+    and the solver's figures. -o json / -o yaml print the whole plan as one document.
+    """
+    if cluster is None:
+        raise MigplanInputError(
+            "reading the live cluster is not available yet; pass --cluster INVENTORY.yaml "
+            "(see examples/cluster.yaml)"
+        )
+    cli = state(ctx)
+    manifest = load_plan_manifest(plan_file)
+    inventory = load_inventory(cluster)
+    outcome = plan_fleet(manifest, inventory, cli.catalog)
+    document = outcome.plan.model_dump(mode="json", by_alias=True)
+    if output is PreviewFormat.JSON:
+        typer.echo(json.dumps(document, indent=2))
+    elif output is PreviewFormat.YAML:
+        typer.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
+    else:
+        print_preview(outcome, name=manifest.metadata.name, catalog=cli.catalog)

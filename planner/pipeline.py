@@ -1,0 +1,59 @@
+"""From a GPUPartitionPlan and an inventory to a validated Plan: the whole planning job.
+
+The same function serves the offline preview and the operator, so both see identical plans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from migplan.planner.assemble import input_hash
+from migplan.planner.catalog import Catalog
+from migplan.planner.demand import DemandItem, build_demand
+from migplan.planner.inventory import GpuState, Inventory, resolve_inventory
+from migplan.planner.plan import Plan
+from migplan.planner.solver import plan as solve
+from migplan.planner.spec import Actuator, GPUPartitionPlan
+from migplan.planner.validate import validate
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """A plan with the inputs it was made and checked against."""
+
+    plan: Plan
+    gpus: list[GpuState]
+    demand: list[DemandItem]
+
+
+def covered(inventory: Inventory, manifest: GPUPartitionPlan) -> Inventory:
+    """The inventory restricted to the nodes the plan's node selector matches."""
+    selector = manifest.spec.node_selector
+    nodes = tuple(n for n in inventory.nodes if selector.matches(n.labels))
+    return inventory.model_copy(update={"nodes": nodes})
+
+
+def plan_fleet(manifest: GPUPartitionPlan, inventory: Inventory, catalog: Catalog) -> PlanOutcome:
+    """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
+
+    The mig-manager actuator rebuilds whole GPUs, so the policy is tightened to say so.
+    Raises MigplanInputError for bad inputs and InvalidPlanError if the plan fails validation
+    (which would be a planner bug).
+    """
+    spec = manifest.spec
+    policy = spec.policy
+    if spec.actuator is Actuator.MIG_MANAGER and not policy.whole_gpu_rebuild:
+        policy = policy.model_copy(update={"whole_gpu_rebuild": True})
+    scope = covered(inventory, manifest)
+    gpus = resolve_inventory(scope, catalog)
+    demand = build_demand(spec.demand, scope)
+    result = solve(
+        gpus,
+        demand,
+        policy,
+        time_limit=spec.solver.time_limit_seconds,
+        workers=spec.solver.workers,
+        digest=input_hash(spec, scope),
+    )
+    validate(result, gpus, demand, policy)
+    return PlanOutcome(plan=result, gpus=gpus, demand=demand)

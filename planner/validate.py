@@ -1,0 +1,253 @@
+"""The executable specification of a correct plan, independent of how the plan was found.
+
+`validate(plan, gpus, demand, policy)` lists every way the plan breaks the rules; tests run it
+on every plan they make and the operator runs it before anything is applied.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from migplan.planner.catalog import GpuModel
+from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.inventory import GpuState
+from migplan.planner.layout import Instance, Layout, check_layout
+from migplan.planner.plan import GpuPlan, Operation, OperationKind, Plan
+from migplan.planner.spec import Disruption, PolicySpec
+
+
+class InvalidPlanError(RuntimeError):
+    """A plan broke the specification (a planner bug); the message lists how."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way a plan is wrong."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+class _Replay:
+    """A GPU's instances under NVML's rules while operations are applied one by one."""
+
+    def __init__(self, model: GpuModel, gpu: GpuState) -> None:
+        self.model = model
+        self.instances: dict[Instance, bool] = dict.fromkeys(gpu.layout.instances, True)
+        self.mig = gpu.mig_enabled
+        self.creating = False
+        self.errors: list[str] = []
+
+    def apply(self, n: int, op: Operation) -> None:
+        """Apply operation number `n`, recording a refusal instead of raising."""
+        if op.kind is OperationKind.ENABLE_MIG:
+            if n != 0 or self.mig:
+                self.errors.append("enable-mig must come first, and only when MIG is off")
+            self.mig = True
+            return
+        if not self.mig:
+            self.errors.append(f"{op}: MIG is not enabled")
+            return
+        try:
+            instance = Instance.parse(op.instance or "")
+        except MigplanInputError:
+            self.errors.append(f"{op}: not an instance")
+            return
+        if op.kind in (OperationKind.DESTROY_CI, OperationKind.DESTROY_GI):
+            self._destroy(op, instance)
+        else:
+            self._create(op, instance)
+
+    def _destroy(self, op: Operation, instance: Instance) -> None:
+        has_ci = self.instances.get(instance)
+        if self.creating:
+            self.errors.append(f"{op}: destroys must all come before the first create")
+        elif op.kind is OperationKind.DESTROY_CI:
+            if not has_ci:
+                self.errors.append(f"{op}: no compute instance there")
+            else:
+                self.instances[instance] = False
+        elif has_ci is None:
+            self.errors.append(f"{op}: no GPU instance there")
+        elif has_ci:
+            self.errors.append(f"{op}: its compute instance must be destroyed first")
+        else:
+            del self.instances[instance]
+
+    def _create(self, op: Operation, instance: Instance) -> None:
+        if op.kind is OperationKind.CREATE_GI:
+            self.creating = True
+            grown = Layout.of([*self.instances, instance])
+            if instance in self.instances or check_layout(self.model, grown):
+                self.errors.append(f"{op}: does not fit next to {self.layout()}")
+            else:
+                self.instances[instance] = False
+        elif self.instances.get(instance, True):
+            self.errors.append(f"{op}: needs its GPU instance, without a compute instance")
+        else:
+            self.instances[instance] = True
+
+    def layout(self) -> Layout:
+        """The instances now."""
+        return Layout.of(list(self.instances))
+
+
+def _replay(model: GpuModel, gpu: GpuState, ops: Sequence[Operation]) -> tuple[Layout, list[str]]:
+    """Apply `ops` to the GPU's current layout as NVML would; the result and any refusals."""
+    replay = _Replay(model, gpu)
+    for n, op in enumerate(ops):
+        replay.apply(n, op)
+    missing_ci = [str(i) for i, has_ci in replay.instances.items() if not has_ci]
+    if missing_ci:
+        replay.errors.append(f"instances left without a compute instance: {', '.join(missing_ci)}")
+    return replay.layout(), replay.errors
+
+
+def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec) -> list[str]:
+    problems: list[str] = []
+    model = gpu.model
+    if gp.model != model.model or gp.before != str(gpu.layout):
+        problems.append(
+            f"plan says {gp.model} {gp.before}, inventory has {model.model} {gpu.layout}"
+        )
+    after = Layout.parse(gp.after)
+    problems += [f"target layout {after} is not valid: {v}" for v in check_layout(model, after)]
+    allowed = policy.allowed_profiles.get(model.model)
+    for instance in set(after.instances) - set(gpu.layout.instances):
+        if allowed is not None and instance.profile not in allowed:
+            problems.append(
+                f"new instance {instance} uses a profile policy.allowedProfiles excludes"
+            )
+    result, refusals = _replay(model, gpu, gp.operations)
+    problems += refusals
+    if result != after:
+        problems.append(f"operations lead to {result}, not to the target {after}")
+    destroyed = {
+        Instance.parse(op.instance or "")
+        for op in gp.operations
+        if op.kind is OperationKind.DESTROY_GI
+    }
+    if policy.whole_gpu_rebuild and gp.operations and destroyed != set(gpu.layout.instances):
+        problems.append("whole-GPU rebuild: a changed GPU must destroy every instance")
+    must_go = sorted({pod for inst, pod in gpu.pins.items() if inst in destroyed})
+    if gpu.whole_gpu_pod and after:
+        must_go.append(gpu.whole_gpu_pod)
+    if sorted(gp.evict) != sorted(must_go):
+        problems.append(
+            f"evicts {list(gp.evict)} but destroying in-use instances needs exactly {must_go}"
+        )
+    if must_go and policy.disruption is not Disruption.EVICT:
+        problems.append(f"destroys instances in use by {must_go} under disruption: none")
+    return problems
+
+
+def _check_demand(
+    plan: Plan, gpus: Sequence[GpuState], demand: Sequence[DemandItem]
+) -> list[Problem]:
+    problems = []
+    if len(plan.demand) != len(demand):
+        return [Problem("demand", f"{len(plan.demand)} results for {len(demand)} items")]
+    total: Counter[str] = Counter()
+    pinned: Counter[str] = Counter()
+    for gpu, gp in zip(gpus, plan.gpus, strict=True):
+        total.update(i.profile for i in Layout.parse(gp.after).instances)
+        pinned.update(i.profile for i in gpu.pins)
+    for item, result in zip(demand, plan.demand, strict=True):
+        where = f"demand {result.resource} ({item.kind.value})"
+        if (result.profile, result.requested) != (item.profile, item.count):
+            problems.append(Problem(where, "does not match the demand item it reports"))
+        if not 0 <= result.met <= result.requested:
+            problems.append(Problem(where, f"met {result.met} of {result.requested}"))
+    for profile in sorted({i.profile for i in demand}):
+        for kind in DemandKind:
+            pairs = [
+                (i, r)
+                for i, r in zip(demand, plan.demand, strict=True)
+                if i.profile == profile and i.kind is kind
+            ]
+            if not pairs:
+                continue
+            available = (
+                total[profile]
+                if kind is DemandKind.TOTAL
+                else max(total[profile] - pinned[profile], 0)
+            )
+            requested = sum(i.count for i, _ in pairs)
+            met = sum(r.met for _, r in pairs)
+            if met != min(requested, available):
+                problems.append(
+                    Problem(
+                        f"demand {profile} ({kind.value})",
+                        f"reports {met} met; the targets provide {available} for {requested} "
+                        "requested",
+                    )
+                )
+    for profile, count in sorted(pinned.items()):
+        evicted_anywhere = any(gp.evict for gp in plan.gpus)
+        if evicted_anywhere and total[profile] < count:
+            problems.append(
+                Problem(
+                    f"profile {profile}",
+                    f"{count} pods use it but the "
+                    f"targets hold only {total[profile]}: evicted pods could "
+                    "not be rescheduled",
+                )
+            )
+    return problems
+
+
+def problems_of(
+    plan: Plan, gpus: Sequence[GpuState], demand: Sequence[DemandItem], policy: PolicySpec
+) -> list[Problem]:
+    """Every rule `plan` breaks for these inputs; empty when it is correct."""
+    planned = [(g.node, g.gpu) for g in plan.gpus]
+    expected = [(g.node, g.index) for g in gpus]
+    if planned != expected:
+        return [Problem("plan", f"covers GPUs {planned}, the inventory has {expected}")]
+    problems = [
+        Problem(f"{gpu.name}", message)
+        for gpu, gp in zip(gpus, plan.gpus, strict=True)
+        for message in _check_gpu(gpu, gp, policy)
+    ]
+    changed = [gp for gp in plan.gpus if gp.operations]
+    nodes = {gp.node for gp in changed}
+    if policy.max_gpus_changed is not None and len(changed) > policy.max_gpus_changed:
+        problems.append(
+            Problem(
+                "policy", f"{len(changed)} GPUs change, maxGpusChanged is {policy.max_gpus_changed}"
+            )
+        )
+    if policy.max_nodes_changed is not None and len(nodes) > policy.max_nodes_changed:
+        problems.append(
+            Problem(
+                "policy",
+                f"{len(nodes)} nodes change, maxNodesChanged is {policy.max_nodes_changed}",
+            )
+        )
+    summary = plan.summary
+    actual = (
+        len(plan.gpus),
+        len(changed),
+        len(nodes),
+        len({p for gp in plan.gpus for p in gp.evict}),
+    )
+    if (summary.gpus, summary.gpus_changed, summary.nodes_touched, summary.evictions) != actual:
+        problems.append(Problem("summary", f"does not match the GPUs: {summary}"))
+    return problems + _check_demand(plan, gpus, demand)
+
+
+def validate(
+    plan: Plan, gpus: Sequence[GpuState], demand: Sequence[DemandItem], policy: PolicySpec
+) -> None:
+    """Raise InvalidPlanError listing every problem of `plan`; return quietly if it is sound."""
+    problems = problems_of(plan, gpus, demand, policy)
+    if problems:
+        listed = "; ".join(map(str, problems[:5]))
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise InvalidPlanError(f"invalid plan: {listed}{more}")
