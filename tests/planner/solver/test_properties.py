@@ -1,0 +1,97 @@
+"""Properties over random fleets and demand (hypothesis, derandomized).
+
+Every plan validates; under policy none no in-use instance is destroyed; met never exceeds
+requested; the planner never meets less (priority-weighted) demand than any baseline.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
+from migplan.planner.catalog import default_catalog
+from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.enumeration import enumerate_layouts
+from migplan.planner.inventory import GpuState
+from migplan.planner.layout import Instance, Layout
+from migplan.planner.solver import plan
+from migplan.planner.solver.model import demand_weight
+from migplan.planner.spec import Disruption, PolicySpec
+from migplan.planner.validate import problems_of
+
+CATALOG = default_catalog()
+MODELS = [CATALOG.model(k) for k in ("A30", "A100-40GB", "H100-80GB", "RTX-PRO-6000")]
+
+
+@st.composite
+def fleets(draw) -> list[GpuState]:
+    gpus = []
+    for n in range(draw(st.integers(1, 3))):
+        model = draw(st.sampled_from(MODELS))
+        for index in range(draw(st.integers(1, 3))):
+            layout = draw(st.sampled_from(enumerate_layouts(model)))
+            pinned = draw(st.lists(st.sampled_from(layout.instances), unique=True)
+                          if layout.instances else st.just([]))
+            pins = {i: f"ns/pod-{n}-{index}-{k}" for k, i in enumerate(pinned)}
+            gpus.append(GpuState(node=f"node-{n}", index=index, uuid=None, model=model,
+                                 layout=layout, pins=pins))
+    return gpus
+
+
+@st.composite
+def demands(draw, gpus: list[GpuState]) -> list[DemandItem]:
+    names = sorted({p.name for g in gpus for p in g.model.profiles} | {"7g.80gb"})
+    items = []
+    for profile in draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True)):
+        items.append(DemandItem(profile, draw(st.integers(0, 5)), draw(st.integers(1, 3)),
+                                draw(st.sampled_from(list(DemandKind)))))
+    return items
+
+
+policies = st.builds(
+    PolicySpec,
+    disruption=st.sampled_from(list(Disruption)),
+    max_gpus_changed=st.none() | st.integers(0, 3),
+    max_nodes_changed=st.none() | st.integers(0, 2),
+)
+
+
+@st.composite
+def problems(draw):
+    gpus = draw(fleets())
+    return gpus, draw(demands(gpus)), draw(policies)
+
+
+def weighted(result, demand) -> int:
+    return sum(r.met * demand_weight(d) for r, d in zip(result.demand, demand, strict=True))
+
+
+@settings(max_examples=60)
+@given(problems())
+def test_plans_validate_and_keep_what_they_must(case) -> None:
+    gpus, demand, policy = case
+    result = plan(gpus, demand, policy)
+    assert problems_of(result, gpus, demand, policy) == []
+    for r in result.demand:
+        assert 0 <= r.met <= r.requested
+    if policy.disruption is Disruption.NONE:
+        assert result.summary.evictions == 0
+        for g, gp in zip(gpus, result.gpus, strict=True):
+            assert set(g.pins) <= set(Layout.parse(gp.after).instances)
+
+
+@settings(max_examples=40)
+@given(problems())
+def test_never_worse_than_the_baselines(case) -> None:
+    gpus, demand, _ = case
+    policy = PolicySpec()  # the baselines never evict
+    ours = weighted(plan(gpus, demand, policy), demand)
+    for baseline in (greedy_plan, first_fit_plan, static_plan):
+        theirs = baseline(gpus, demand)
+        assert problems_of(theirs, gpus, demand, policy) == []
+        assert ours >= weighted(theirs, demand), baseline.__name__
+
+
+def test_instance_helper_round_trip() -> None:
+    assert str(Instance.parse("1g.5gb+me@3")) == "1g.5gb+me@3"

@@ -1,0 +1,171 @@
+"""The CP-SAT planner on small scenarios whose best plan a person can work out."""
+
+from __future__ import annotations
+
+import pytest
+
+from migplan.planner.layout import Layout
+from migplan.planner.solver import plan
+from migplan.planner.spec import Disruption, PolicySpec
+from migplan.planner.validate import validate
+
+NONE = PolicySpec()
+EVICT = PolicySpec(disruption=Disruption.EVICT)
+
+
+def solve(gpus, demand, policy=NONE, **kw):
+    result = plan(gpus, demand, policy, **kw)
+    validate(result, gpus, demand, policy)
+    return result
+
+
+def afters(result) -> list[str]:
+    return [g.after for g in result.gpus]
+
+
+def test_existing_free_instances_count_as_supply(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1")]
+    result = solve(gpus, [want("1g.10gb", 2)])
+    assert result.summary.met == 2
+    assert result.summary.gpus_changed == 0
+
+
+def test_creates_only_what_is_needed_and_keeps_big_free_room(gpu, want) -> None:
+    result = solve([gpu("H100-80GB")], [want("1g.10gb", 1)])
+    assert result.summary.met == 1
+    [after] = afters(result)
+    layout = Layout.parse(after)
+    assert len(layout) == 1
+    # the 1g sits where it leaves room for a 4g (slices 0-3) or a 3g (4-7)
+    assert layout.instances[0].start in (4, 5, 6)
+
+
+def test_policy_none_never_destroys_in_use(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@3", pins={"1g.10gb@3": "ns/small"})]
+    result = solve(gpus, [want("7g.80gb", 1)])
+    assert result.summary.met == 0
+    assert afters(result) == ["1g.10gb@3"]
+    assert "in-use instances kept in place" in result.demand[0].reason
+
+
+def test_policy_evict_moves_a_small_pod_to_make_room(gpu, want) -> None:
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@3", node="a", pins={"1g.10gb@3": "ns/small"}),
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="b", pins={"1g.10gb@0": "ns/other"}),
+    ]
+    # Without evictions neither GPU can hold a 7g; with one, GPU a can, and the evicted pod
+    # fits on b's free 1g (moving b's pod instead would change both GPUs).
+    result = solve(gpus, [want("7g.80gb", 1)], EVICT)
+    assert result.summary.met == 1
+    assert result.summary.evictions == 1
+    assert result.gpus[0].after == "7g.80gb@0"
+    assert result.gpus[0].evict == ("ns/small",)
+    assert result.gpus[1].after == "1g.10gb@0+1g.10gb@1"  # the evicted pod's new home
+
+
+def test_evicts_only_if_the_pod_can_go_somewhere(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@3", pins={"1g.10gb@3": "ns/small"})]
+    result = solve(gpus, [want("7g.80gb", 1)], EVICT)
+    assert result.summary.evictions == 0
+    assert result.summary.met == 0
+
+
+def test_no_eviction_without_a_gain(gpu, want) -> None:
+    gpus = [
+        gpu("A100-40GB", "3g.20gb@0+3g.20gb@4", pins={"3g.20gb@0": "ns/a"}),
+        gpu("A100-40GB", node="node-2"),
+    ]
+    result = solve(gpus, [want("3g.20gb", 2)], EVICT)
+    assert result.summary.met == 2
+    assert result.summary.evictions == 0
+
+
+def test_prefers_fewer_gpus_then_fewer_nodes(gpu, want) -> None:
+    gpus = [gpu("A100-40GB", node=n, index=i) for n in ("n1", "n2") for i in (0, 1)]
+    result = solve(gpus, [want("3g.20gb", 3)])
+    assert result.summary.met == 3
+    assert result.summary.gpus_changed == 2
+    assert result.summary.nodes_touched == 1
+
+
+def test_max_gpus_changed_is_respected(gpu, want) -> None:
+    gpus = [gpu("A100-40GB", node=f"n{i}") for i in range(3)]
+    policy = PolicySpec(max_gpus_changed=1)
+    result = solve(gpus, [want("7g.40gb", 3)], policy)
+    assert result.summary.met == 1
+    assert "policy limit maxGpusChanged=1" in result.demand[0].reason
+
+
+def test_max_nodes_changed_is_respected(gpu, want) -> None:
+    gpus = [gpu("A100-40GB", node=f"n{i}", index=j) for i in range(3) for j in range(2)]
+    result = solve(gpus, [want("7g.40gb", 6)], PolicySpec(max_nodes_changed=2))
+    assert result.summary.met == 4
+    assert result.summary.nodes_touched == 2
+
+
+def test_allowed_profiles_limit_new_instances(gpu, want) -> None:
+    policy = PolicySpec(allowed_profiles={"H100-80GB": ("3g.40gb",)})
+    result = solve([gpu("H100-80GB")], [want("1g.10gb", 1), want("3g.40gb", 1)], policy)
+    assert [r.met for r in result.demand] == [0, 1]
+    assert "allowedProfiles excludes it" in result.demand[0].reason
+
+
+def test_unknown_profile_on_the_fleet_has_a_reason(gpu, want) -> None:
+    result = solve([gpu("A100-40GB")], [want("7g.80gb", 1)])
+    assert result.demand[0].reason == (
+        "1 x 7g.80gb: no covered GPU model has this profile (covered: A100-40GB)"
+    )
+
+
+def test_priority_decides_who_gets_the_slices(gpu, want) -> None:
+    demand = [want("7g.80gb", 1, priority=1), want("1g.10gb", 7, priority=10)]
+    result = solve([gpu("H100-80GB")], demand)
+    assert [r.met for r in result.demand] == [0, 7]
+
+
+def test_explicit_totals_count_in_use_instances(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "3g.40gb@0", pins={"3g.40gb@0": "ns/a"})]
+    result = solve(gpus, [want("3g.40gb", 2, kind="total")])
+    assert result.summary.met == 2
+    assert afters(result) == ["3g.40gb@0+3g.40gb@4"]
+
+
+def test_mig_disabled_gpu_is_enabled_when_needed(gpu, want) -> None:
+    result = solve([gpu("A30", mig_enabled=False)], [want("4g.24gb", 1)])
+    assert result.summary.met == 1
+    assert str(result.gpus[0].operations[0]) == "enable-mig"
+
+
+def test_whole_gpu_pod_blocks_mig_under_policy_none(gpu, want) -> None:
+    gpus = [gpu("A30", mig_enabled=False, whole_gpu_pod="ns/full")]
+    assert solve(gpus, [want("4g.24gb", 1)]).summary.met == 0
+
+
+def test_whole_gpu_rebuild_recreates_every_instance(gpu, want) -> None:
+    policy = PolicySpec(disruption=Disruption.EVICT, whole_gpu_rebuild=True)
+    gpus = [
+        gpu("H100-80GB", "3g.40gb@4", pins={"3g.40gb@4": "ns/a"}),
+        gpu("H100-80GB", "1g.10gb@0", node="node-2"),
+    ]
+    result = solve(gpus, [want("3g.40gb", 1), want("4g.40gb", 1)], policy)
+    changed = [gp for gp in result.gpus if gp.operations]
+    assert changed
+    for gp in changed:
+        destroyed = {o.instance for o in gp.operations if o.kind.value == "destroy-gi"}
+        assert destroyed == {str(i) for i in Layout.parse(gp.before).instances}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_same_input_same_plan(gpu, want, workers) -> None:
+    gpus = [gpu("H100-80GB", node=f"n{i // 2}", index=i % 2) for i in range(8)]
+    gpus += [
+        gpu("A100-80GB", "3g.40gb@0", node=f"m{i}", pins={"3g.40gb@0": f"ns/p{i}"})
+        for i in range(4)
+    ]
+    demand = [want("1g.10gb", 9), want("2g.20gb", 3), want("3g.40gb", 4), want("7g.80gb", 1)]
+    first = solve(gpus, demand, EVICT, workers=workers)
+    for _ in range(2):
+        again = solve(gpus, demand, EVICT, workers=workers)
+        assert again.gpus == first.gpus
+        assert again.demand == first.demand
+    assert first.solver.status == "OPTIMAL"
