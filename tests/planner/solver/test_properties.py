@@ -31,11 +31,17 @@ def fleets(draw) -> list[GpuState]:
         model = draw(st.sampled_from(MODELS))
         for index in range(draw(st.integers(1, 3))):
             layout = draw(st.sampled_from(enumerate_layouts(model)))
-            pinned = draw(st.lists(st.sampled_from(layout.instances), unique=True)
-                          if layout.instances else st.just([]))
+            pinned = draw(
+                st.lists(st.sampled_from(layout.instances), unique=True)
+                if layout.instances
+                else st.just([])
+            )
             pins = {i: f"ns/pod-{n}-{index}-{k}" for k, i in enumerate(pinned)}
-            gpus.append(GpuState(node=f"node-{n}", index=index, uuid=None, model=model,
-                                 layout=layout, pins=pins))
+            gpus.append(
+                GpuState(
+                    node=f"node-{n}", index=index, uuid=None, model=model, layout=layout, pins=pins
+                )
+            )
     return gpus
 
 
@@ -44,8 +50,14 @@ def demands(draw, gpus: list[GpuState]) -> list[DemandItem]:
     names = sorted({p.name for g in gpus for p in g.model.profiles} | {"7g.80gb"})
     items = []
     for profile in draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True)):
-        items.append(DemandItem(profile, draw(st.integers(0, 5)), draw(st.integers(1, 3)),
-                                draw(st.sampled_from(list(DemandKind)))))
+        items.append(
+            DemandItem(
+                profile,
+                draw(st.integers(0, 5)),
+                draw(st.integers(1, 3)),
+                draw(st.sampled_from(list(DemandKind))),
+            )
+        )
     return items
 
 

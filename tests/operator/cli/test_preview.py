@@ -1,0 +1,141 @@
+"""`migplan preview` on the bundled examples, and its answers to bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from migplan.operator.cli.app import run
+
+ROOT = Path(__file__).resolve().parents[3]
+PLAN = str(ROOT / "examples" / "plan.yaml")
+CLUSTER = str(ROOT / "examples" / "cluster.yaml")
+
+
+def call(capsys, *argv: str) -> tuple[int, str, str]:
+    code = run(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_preview_shows_geometry_evictions_demand_and_solver(capsys) -> None:
+    code, out, err = call(capsys, "preview", PLAN, "--cluster", CLUSTER)
+    assert code == 0, err
+    assert "Plan shared-pool: 4 nodes, 8 GPUs covered" in out
+    assert "node h100-node-2" in out
+    assert "evict     batch/etl-8" in out
+    assert "|+7g.80gb" in out  # the new instance in the after picture
+    assert "|!1g" in out  # an in-use instance whose pod is evicted
+    assert "Demand" in out
+    assert "Solver: cp-sat OPTIMAL" in out
+    assert "h100-node-3" not in out  # outside the node selector
+
+
+def test_json_preview_has_the_documented_fields(capsys) -> None:
+    code, out, _ = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert {"node", "gpu", "model", "before", "after", "evict"} <= set(doc["gpus"][0])
+    assert {"resource", "requested", "met"} <= set(doc["demand"][0])
+    moved = {(g["node"], g["gpu"]): g for g in doc["gpus"]}
+    assert moved[("h100-node-2", 1)]["after"] == "7g.80gb@0"
+    assert moved[("h100-node-2", 1)]["evict"] == ["batch/etl-8"]
+    assert doc["solver"]["status"] == "OPTIMAL"
+    assert doc["inputHash"].startswith("sha256:")
+    # the namespace selector leaves out the default namespace's pod
+    assert "nvidia.com/mig-1g.5gb" not in {d["resource"] for d in doc["demand"]}
+
+
+def test_preview_is_deterministic_and_yaml_matches_json(capsys) -> None:
+    _, first, _ = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "-o", "json")
+    _, again, _ = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "-o", "json")
+    _, as_yaml, _ = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "-o", "yaml")
+
+    def stable(doc):
+        doc["solver"] = {
+            k: v for k, v in doc["solver"].items() if k not in ("wallSeconds", "stages")
+        }
+        return doc
+
+    assert stable(json.loads(first)) == stable(json.loads(again))
+    assert stable(yaml.safe_load(as_yaml)) == stable(json.loads(first))
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+INVENTORY = """
+nodes:
+  - name: n1
+    labels: {migplan.io/pool: shared}
+    gpus:
+      - {index: 0, model: MODEL, layout: "LAYOUT", inUse: INUSE}
+"""
+
+
+def inventory(tmp_path, model="A30", layout="-", in_use="{}") -> str:
+    text = INVENTORY.replace("MODEL", model).replace("LAYOUT", layout).replace("INUSE", in_use)
+    return write(tmp_path, "inv.yaml", text)
+
+
+def plan_with(tmp_path, profiles: str) -> str:
+    text = (
+        Path(PLAN)
+        .read_text()
+        .replace("- {resource: nvidia.com/mig-2g.20gb, count: 2, priority: 5}", profiles)
+    )
+    return write(tmp_path, "plan.yaml", text)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda t: (PLAN, inventory(t, model="V100")), "unknown GPU model 'V100'"),
+        (lambda t: (PLAN, inventory(t, layout="4g.24gb@1")), "4g.24gb cannot start at slice 1"),
+        (lambda t: (PLAN, inventory(t, layout="4g.24gb")), "is not of the form PROFILE@START"),
+        (
+            lambda t: (PLAN, inventory(t, layout="4g.24gb@0", in_use='{"1g.6gb@0": ns/a}')),
+            "in-use instance 1g.6gb@0 is not in the current layout",
+        ),
+        (
+            lambda t: (
+                plan_with(t, "- {resource: nvidia.com/mig-1g.6gb, count: -1}"),
+                inventory(t),
+            ),
+            "spec.demand.profiles[0].count",
+        ),
+        (
+            lambda t: (plan_with(t, "- {resource: nvidia.com/mig-9x, count: 1}"), inventory(t)),
+            "spec.demand.profiles[0].resource",
+        ),
+        (
+            lambda t: (write(t, "p.yaml", "kind: GPUPartitionPlan\nspec: [\n"), inventory(t)),
+            "not valid YAML (line 3",
+        ),
+        (
+            lambda t: (write(t, "p.yaml", "kind: ConfigMap\n"), inventory(t)),
+            "no document of kind GPUPartitionPlan",
+        ),
+        (lambda t: (str(t / "missing.yaml"), inventory(t)), "missing.yaml: no such file"),
+        (lambda t: (PLAN, write(t, "inv.yaml", "nodes: 3\n")), "inv.yaml: nodes: "),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, tmp_path, make, message) -> None:
+    plan_file, cluster = make(tmp_path)
+    code, out, err = call(capsys, "preview", plan_file, "--cluster", cluster)
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1
+    assert message in err
+
+
+def test_live_cluster_is_not_there_yet(capsys) -> None:
+    code, _, err = call(capsys, "preview", PLAN)
+    assert code == 2
+    assert "pass --cluster INVENTORY.yaml" in err

@@ -1,0 +1,89 @@
+"""Demand from explicit counts and from pending pods."""
+
+from __future__ import annotations
+
+import pytest
+
+from migplan.planner.demand import DemandKind, build_demand
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.inventory import Inventory
+from migplan.planner.resources import profile_of, resource_name
+from migplan.planner.spec import DemandSpec
+
+
+@pytest.mark.parametrize(
+    ("resource", "profile"),
+    [
+        ("nvidia.com/mig-1g.10gb", "1g.10gb"),
+        ("nvidia.com/mig-1g.5gb.me", "1g.5gb+me"),
+        ("nvidia.com/mig-1g.24gb.me.all", "1g.24gb+me.all"),
+        ("nvidia.com/mig-2g.48gb-me", "2g.48gb-me"),
+        ("nvidia.com/mig-4g.96gb.gfx", "4g.96gb+gfx"),
+    ],
+)
+def test_resource_names_round_trip(resource, profile) -> None:
+    assert profile_of(resource) == profile
+    assert resource_name(profile) == resource
+
+
+@pytest.mark.parametrize("bad", ["nvidia.com/gpu", "nvidia.com/mig-1g", "nvidia.com/mig-1g.5gb+me"])
+def test_bad_resource_names(bad) -> None:
+    with pytest.raises(MigplanInputError, match="is not a MIG resource name"):
+        profile_of(bad)
+
+
+def test_pending_pods_filtered_by_namespace_and_counted_in_full() -> None:
+    inventory = Inventory.model_validate(
+        {
+            "namespaces": {"ml": {"team": "ml"}, "web": {"team": "web"}},
+            "nodes": [],
+            "pendingPods": [
+                {
+                    "namespace": "ml",
+                    "name": "a",
+                    "requests": {"nvidia.com/mig-1g.10gb": 2, "cpu": 4},
+                },
+                {
+                    "namespace": "ml",
+                    "name": "b",
+                    "requests": {"nvidia.com/mig-1g.10gb": 1, "nvidia.com/mig-3g.40gb": 1},
+                },
+                {"namespace": "web", "name": "c", "requests": {"nvidia.com/mig-1g.10gb": 1}},
+            ],
+        }
+    )
+    spec = DemandSpec.model_validate(
+        {
+            "profiles": [{"resource": "nvidia.com/mig-7g.80gb", "count": 1, "priority": 3}],
+            "fromPendingPods": {
+                "namespaceSelector": {"matchLabels": {"team": "ml"}},
+                "priority": 7,
+            },
+        }
+    )
+    items = build_demand(spec, inventory)
+    assert [(i.profile, i.count, i.priority, i.kind) for i in items] == [
+        ("7g.80gb", 1, 3, DemandKind.TOTAL),
+        ("1g.10gb", 3, 7, DemandKind.FREE),
+        ("3g.40gb", 1, 7, DemandKind.FREE),
+    ]
+    assert items[1].pods == ("ml/a", "ml/b")
+
+
+def test_namespace_name_label_is_implied() -> None:
+    inventory = Inventory.model_validate(
+        {
+            "nodes": [],
+            "pendingPods": [
+                {"namespace": "ml", "name": "a", "requests": {"nvidia.com/mig-1g.10gb": 1}}
+            ],
+        }
+    )
+    spec = DemandSpec.model_validate(
+        {
+            "fromPendingPods": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ml"}}
+            }
+        }
+    )
+    assert [i.count for i in build_demand(spec, inventory)] == [1]

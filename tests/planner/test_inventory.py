@@ -1,0 +1,67 @@
+"""Inventory files resolved against the catalog, and their errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.inventory import Inventory, resolve_inventory
+
+
+def resolve(catalog, gpus, pending=()):
+    inventory = Inventory.model_validate(
+        {"nodes": [{"name": "n1", "gpus": gpus}], "pendingPods": list(pending)}
+    )
+    return resolve_inventory(inventory, catalog)
+
+
+def test_product_names_and_layouts_resolve(catalog) -> None:
+    [state] = resolve(
+        catalog,
+        [
+            {
+                "index": 0,
+                "model": "NVIDIA-H100-80GB-HBM3",
+                "layout": "1g.10gb@6+3g.40gb@0",
+                "inUse": {"3g.40gb@0": "ns/a"},
+            }
+        ],
+    )
+    assert state.model.model == "H100-80GB"
+    assert str(state.layout) == "3g.40gb@0+1g.10gb@6"
+    assert [str(i) for i in state.pins] == ["3g.40gb@0"]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "message"),
+    [
+        ({"index": 0, "model": "V100"}, "node n1 gpu 0: unknown GPU model 'V100'"),
+        ({"index": 0, "model": "A30", "layout": "4g.24gb"}, "node n1 gpu 0: bad layout"),
+        (
+            {"index": 0, "model": "A30", "layout": "2g.12gb@0+1g.6gb@1"},
+            "current layout 2g.12gb@0+1g.6gb@1 is not valid on A30: 2g.12gb@0 (slices 0-1) "
+            "overlaps 1g.6gb@1 (slice 1)",
+        ),
+        (
+            {"index": 0, "model": "A30", "layout": "4g.24gb@0", "inUse": {"2g.12gb@0": "ns/a"}},
+            "in-use instance 2g.12gb@0 is not in the current layout 4g.24gb@0",
+        ),
+        (
+            {"index": 0, "model": "A30", "migEnabled": False, "layout": "4g.24gb@0"},
+            "MIG is disabled, so layout and inUse must be empty",
+        ),
+    ],
+)
+def test_bad_gpus_are_named(catalog, gpu, message) -> None:
+    with pytest.raises(MigplanInputError, match=r"^inventory: ") as caught:
+        resolve(catalog, [gpu])
+    assert message in str(caught.value)
+
+
+def test_duplicate_index_and_bad_pending_resource(catalog) -> None:
+    with pytest.raises(MigplanInputError, match="lists a GPU index twice"):
+        resolve(catalog, [{"index": 0, "model": "A30"}, {"index": 0, "model": "A30"}])
+    with pytest.raises(MigplanInputError, match=r"'nvidia\.com/mig-1g' is not a MIG resource"):
+        resolve(
+            catalog, [], [{"namespace": "a", "name": "p", "requests": {"nvidia.com/mig-1g": 1}}]
+        )

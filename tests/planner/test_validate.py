@@ -1,0 +1,150 @@
+"""The validator catches each way a plan can be wrong (tampered copies of a correct plan)."""
+
+from __future__ import annotations
+
+import pytest
+
+from migplan.planner.plan import Operation, OperationKind
+from migplan.planner.solver import plan
+from migplan.planner.spec import Disruption, PolicySpec
+from migplan.planner.validate import InvalidPlanError, problems_of, validate
+
+EVICT = PolicySpec(disruption=Disruption.EVICT)
+
+
+@pytest.fixture
+def case(gpu, want):
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@3", node="a", pins={"1g.10gb@3": "ns/small"}),
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="b", pins={"1g.10gb@0": "ns/other"}),
+    ]
+    demand = [want("7g.80gb", 1)]
+    result = plan(gpus, demand, EVICT)
+    assert problems_of(result, gpus, demand, EVICT) == []
+    assert result.gpus[0].evict == ("ns/small",)
+    return gpus, demand, result
+
+
+def op(kind: str, instance: str | None = None) -> Operation:
+    return Operation(kind=OperationKind(kind), instance=instance)
+
+
+def tamper_gpu(result, index: int, **changes):
+    gpus = list(result.gpus)
+    gpus[index] = gpus[index].model_copy(update=changes)
+    return result.model_copy(update={"gpus": tuple(gpus)})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"after": "7g.80gb@0+1g.10gb@3"}, "target layout 7g.80gb@0+1g.10gb@3 is not valid"),
+        (
+            {
+                "operations": (
+                    op("destroy-gi", "1g.10gb@3"),
+                    op("create-gi", "7g.80gb@0"),
+                    op("create-ci", "7g.80gb@0"),
+                )
+            },
+            "its compute instance must be destroyed first",
+        ),
+        (
+            {
+                "operations": (
+                    op("destroy-ci", "1g.10gb@3"),
+                    op("destroy-gi", "1g.10gb@3"),
+                    op("create-gi", "7g.80gb@0"),
+                )
+            },
+            "instances left without a compute instance: 7g.80gb@0",
+        ),
+        (
+            {
+                "operations": (
+                    op("create-gi", "7g.80gb@0"),
+                    op("create-ci", "7g.80gb@0"),
+                    op("destroy-ci", "1g.10gb@3"),
+                    op("destroy-gi", "1g.10gb@3"),
+                )
+            },
+            "does not fit next to 1g.10gb@3",
+        ),
+        ({"operations": ()}, "operations lead to 1g.10gb@3, not to the target 7g.80gb@0"),
+        ({"evict": ()}, "evicts [] but destroying in-use instances needs exactly ['ns/small']"),
+        ({"evict": ("ns/small", "ns/innocent")}, "evicts ['ns/small', 'ns/innocent']"),
+        ({"before": "-"}, "plan says H100-80GB -, inventory has H100-80GB 1g.10gb@3"),
+    ],
+)
+def test_gpu_level_problems(case, changes, message) -> None:
+    gpus, demand, result = case
+    found = problems_of(tamper_gpu(result, 0, **changes), gpus, demand, EVICT)
+    assert any(message in str(p) for p in found), found
+
+
+def test_evictions_need_policy_evict(case) -> None:
+    gpus, demand, result = case
+    found = problems_of(result, gpus, demand, PolicySpec())
+    assert any("under disruption: none" in str(p) for p in found)
+
+
+def test_limits(case) -> None:
+    gpus, demand, result = case
+    found = problems_of(
+        result, gpus, demand, PolicySpec(disruption=Disruption.EVICT, max_gpus_changed=0)
+    )
+    assert any("1 GPUs change, maxGpusChanged is 0" in str(p) for p in found)
+
+
+def test_demand_reporting(case) -> None:
+    gpus, demand, result = case
+    inflated = result.model_copy(
+        update={"demand": (result.demand[0].model_copy(update={"met": 0}),)}
+    )
+    found = problems_of(inflated, gpus, demand, EVICT)
+    assert any("reports 0 met; the targets provide 1 for 1 requested" in str(p) for p in found)
+
+
+def test_summary_must_match(case) -> None:
+    gpus, demand, result = case
+    wrong = result.model_copy(
+        update={"summary": result.summary.model_copy(update={"evictions": 0})}
+    )
+    assert any("summary" in str(p) for p in problems_of(wrong, gpus, demand, EVICT))
+
+
+def test_evicted_pods_need_a_place(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@3", pins={"1g.10gb@3": "ns/small"})]
+    demand = [want("7g.80gb", 1)]
+    result = plan(gpus, demand, EVICT)  # keeps the pod: nowhere else to go
+    forced = tamper_gpu(
+        result,
+        0,
+        after="7g.80gb@0",
+        evict=("ns/small",),
+        operations=(
+            op("destroy-ci", "1g.10gb@3"),
+            op("destroy-gi", "1g.10gb@3"),
+            op("create-gi", "7g.80gb@0"),
+            op("create-ci", "7g.80gb@0"),
+        ),
+    )
+    forced = forced.model_copy(
+        update={
+            "demand": (forced.demand[0].model_copy(update={"met": 1}),),
+            "summary": forced.summary.model_copy(
+                update={"gpus_changed": 1, "nodes_touched": 1, "evictions": 1, "met": 1}
+            ),
+        }
+    )
+    found = problems_of(forced, gpus, demand, EVICT)
+    assert [str(p) for p in found] == [
+        "profile 1g.10gb: 1 pods use it but the targets hold only 0: evicted pods could not be "
+        "rescheduled"
+    ]
+
+
+def test_validate_raises_with_the_list(case) -> None:
+    gpus, demand, result = case
+    with pytest.raises(InvalidPlanError, match=r"^invalid plan: a/gpu-0: evicts \[\] but"):
+        validate(tamper_gpu(result, 0, evict=()), gpus, demand, EVICT)
