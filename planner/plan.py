@@ -74,13 +74,13 @@ class DemandResult(CamelModel):
 
 
 class SolverStage(CamelModel):
-    """One stage of the lexicographic objective."""
+    """One criterion of the lexicographic objective, as its stage left it."""
 
     name: str
     sense: str
     status: str
     value: float
-    bound: float
+    bound: float | None = Field(default=None, description="proven best value, if known")
     seconds: float
 
 
@@ -89,9 +89,9 @@ class SolverReport(CamelModel):
 
     method: str
     status: str
-    objective: float = 0.0
-    bound: float = 0.0
-    gap: float = 0.0
+    objective: float = Field(default=0.0, description="first stage's combined objective")
+    bound: float = Field(default=0.0, description="best bound of that objective")
+    gap: float = Field(default=0.0, description="relative gap of the first stage")
     wall_seconds: float = 0.0
     stages: tuple[SolverStage, ...] = ()
     classes: int = 0

@@ -104,8 +104,8 @@ def _print_solver(out: Console, plan: Plan) -> None:
     out.print(
         Text(
             f"Solver: {s.method} {s.status} in {s.wall_seconds:.2f} s; {s.classes} GPU classes,"
-            f" {s.variables} variables, {s.workers} worker(s), seed {s.seed}; demand objective "
-            f"{s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
+            f" {s.variables} variables, {s.workers} worker(s), seed {s.seed}; first-stage "
+            f"objective {s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
         )
     )
     table = Table(show_edge=False)
@@ -115,7 +115,12 @@ def _print_solver(out: Console, plan: Plan) -> None:
         )
     for st in s.stages:
         table.add_row(
-            st.name, st.sense, st.status, f"{st.value:g}", f"{st.bound:g}", f"{st.seconds:.3f}"
+            st.name,
+            st.sense,
+            st.status,
+            f"{st.value:g}",
+            "?" if st.bound is None else f"{st.bound:g}",
+            f"{st.seconds:.3f}",
         )
     out.print(table)
 

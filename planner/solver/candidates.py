@@ -13,10 +13,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from migplan.planner.catalog import GpuModel
-from migplan.planner.diff import added_instances, removed_instances
 from migplan.planner.enumeration import enumerate_layouts
-from migplan.planner.layout import Layout
+from migplan.planner.layout import Instance, Layout
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.spec import Disruption, PolicySpec
 
@@ -66,37 +67,68 @@ def allowed_new_profiles(model: GpuModel, policy: PolicySpec) -> frozenset[str]:
     return frozenset(names if allowed is None else names & set(allowed))
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """A layout with what candidates_for needs, computed once per model and profile set."""
+
+    layout: Layout
+    instances: frozenset[Instance]
+    counts: tuple[tuple[str, int], ...]
+    headroom: int
+
+
+@lru_cache(maxsize=1024)
+def _table(model: GpuModel, names: frozenset[str]) -> tuple[_Entry, ...]:
+    return tuple(
+        _Entry(
+            layout=layout,
+            instances=frozenset(layout.instances),
+            counts=tuple(sorted(Counter(i.profile for i in layout.instances).items())),
+            headroom=headroom(model, layout),
+        )
+        for layout in enumerate_layouts(model, profiles=names)
+    )
+
+
 def candidates_for(
     cls: GpuClass, *, relevant: Collection[str], policy: PolicySpec
 ) -> list[Candidate]:
     """Target layouts GPUs of `cls` may take; the current layout is always the first."""
     model = cls.model
     rebuild = policy.whole_gpu_rebuild
-    new = allowed_new_profiles(model, policy) & set(relevant)
-    current = set(cls.current.instances)
-    names = new | {i.profile for i in current}
     may_evict = policy.disruption is Disruption.EVICT
+    new = allowed_new_profiles(model, policy) & set(relevant)
+    current = frozenset(cls.current.instances)
+    required = frozenset() if may_evict else cls.pins
+    current_entry = _Entry(
+        layout=cls.current,
+        instances=current,
+        counts=tuple(sorted(cls.current.profile_counts().items())),
+        headroom=headroom(model, cls.current),
+    )
+    names = frozenset(new | {i.profile for i in current})
+    entries = (current_entry, *_table(model, names)) if names else (current_entry,)
     found: dict[tuple[object, ...], Candidate] = {}
-    ordered = [cls.current, *enumerate_layouts(model, profiles=names)] if names else [cls.current]
-    for layout in ordered:
-        if any(i not in current and i.profile not in new for i in layout.instances):
+    for entry in entries:
+        if not required <= entry.instances:
             continue
-        changed = layout != cls.current or (not cls.mig_enabled and bool(layout))
+        extra = entry.instances - current
+        if any(i.profile not in new for i in extra):
+            continue
+        changed = entry.instances != current or (not cls.mig_enabled and bool(extra))
         if changed and cls.whole_gpu_used and not may_evict:
             continue
-        removed = set(removed_instances(cls.current, layout, rebuild=rebuild))
-        lost = [i for i in cls.pins if i in removed]
-        if lost and not may_evict:
-            continue
+        removed = current if rebuild and changed else current - entry.instances
+        created = entry.instances if rebuild and changed else extra
+        lost = cls.pins & removed
         evicted = Counter(i.profile for i in lost)
-        created = added_instances(cls.current, layout, rebuild=rebuild)
         candidate = Candidate(
-            layout=layout,
+            layout=entry.layout,
             changed=changed,
             evictions=len(lost) + (1 if changed and cls.whole_gpu_used else 0),
             evicted=tuple(sorted(evicted.items())),
-            counts=tuple(sorted(Counter(i.profile for i in layout.instances).items())),
-            headroom=headroom(model, layout),
+            counts=entry.counts,
+            headroom=entry.headroom,
             operations=2 * (len(removed) + len(created)) + (0 if cls.mig_enabled else 1),
         )
         signature = (
@@ -108,4 +140,32 @@ def candidates_for(
             candidate.operations,
         )
         found.setdefault(signature, candidate)
-    return list(found.values())
+    return pareto(list(found.values()), sorted(relevant))
+
+
+def pareto(candidates: list[Candidate], relevant: list[str]) -> list[Candidate]:
+    """Drop candidates another one beats or matches on every criterion.
+
+    Among candidates with the same change and eviction cost, one that supplies at least as
+    many instances of every relevant profile, at least as much headroom and at most as many
+    operations (and is better in one of them) can replace the other in any plan, so the
+    optimum is unchanged. The current layout (first) is always kept.
+    """
+    groups: dict[tuple[bool, int], list[int]] = {}
+    for n, cand in enumerate(candidates):
+        groups.setdefault((cand.changed, cand.evictions), []).append(n)
+    keep = {0}
+    for members in groups.values():
+        vectors = np.array(
+            [
+                [candidates[n].count(p) for p in relevant]
+                + [candidates[n].headroom, -candidates[n].operations]
+                for n in members
+            ],
+            dtype=np.int64,
+        ).reshape(len(members), len(relevant) + 2)
+        at_least = (vectors[:, None, :] >= vectors[None, :, :]).all(axis=-1)
+        better = (vectors[:, None, :] > vectors[None, :, :]).any(axis=-1)
+        dominated = (at_least & better).any(axis=0)
+        keep.update(n for n, gone in zip(members, dominated.tolist(), strict=True) if not gone)
+    return [c for n, c in enumerate(candidates) if n in keep]

@@ -65,9 +65,7 @@ def plan(
         targets = {gpu_key(g): g.layout for g in gpus}
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
-    first = result.stages[0] if result.stages else None
-    objective = first.value if first else 0.0
-    bound = first.bound if first else 0.0
+    objective, bound = result.objective, result.bound
     report = SolverReport(
         method="cp-sat",
         status="OPTIMAL" if result.optimal else ("FEASIBLE" if result.found else "UNKNOWN"),

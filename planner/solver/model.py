@@ -187,6 +187,32 @@ class PlanningModel:
         """NVML create/destroy steps."""
         return self._per_candidate(lambda c: c.operations)
 
+    def max_evictions(self) -> int:
+        """Upper bound of `evictions()`."""
+        return self._max_per_class(lambda c: c.evictions)
+
+    def max_operations(self) -> int:
+        """Upper bound of `operations()`."""
+        return self._max_per_class(lambda c: c.operations)
+
+    def max_headroom(self) -> int:
+        """Upper bound of `headroom()`."""
+        return self._max_per_class(lambda c: c.headroom)
+
+    def _max_per_class(self, value: Callable[[Candidate], int]) -> int:
+        return sum(
+            cls.size * max(value(c) for c in cands)
+            for cls, cands in zip(self.classes, self.candidates, strict=True)
+        )
+
+    def gpu_count(self) -> int:
+        """GPUs in the model (upper bound of `gpus_changed()`)."""
+        return sum(cls.size for cls in self.classes)
+
+    def node_count(self) -> int:
+        """Nodes in the model (upper bound of `nodes_touched()`)."""
+        return sum(len(g.nodes) for g in self.groups)
+
     def variable_count(self) -> int:
         """Variables in the model."""
         return len(self.model.proto.variables)

@@ -1,0 +1,157 @@
+"""Benchmark scenarios: a synthetic 1,000-node fleet and the Alibaba openb trace on H100s.
+
+Trace mapping (stated in the report): the trace has no MIG profiles and no GPU-memory column
+(`memory_mib` is host memory), so a GPU-sharing pod (0 < gpu_milli < 1000) gets the smallest
+H100-80GB profile whose compute share c/7 covers gpu_milli/1000 (1g.10gb up to 142 milli,
+2g.20gb up to 285, 3g.40gb up to 428, 4g.40gb up to 571, else 7g.80gb); a pod with whole
+GPUs gets one 7g.80gb per GPU; pods without GPUs are dropped. Node locality of multi-GPU pods
+is ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from migplan.planner.catalog import GpuModel, default_catalog
+from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.inventory import GpuState
+from migplan.planner.layout import Layout
+
+SEED = 20261122
+FLEET_PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
+FLEET_MIX = (0.40, 0.15, 0.20, 0.15, 0.05, 0.05)
+BUSY_LAYOUTS = (
+    "3g.40gb@0+2g.20gb@4+1g.10gb@6",
+    "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6",
+    "4g.40gb@0+3g.40gb@4",
+    "3g.40gb@0+3g.40gb@4",
+    "2g.20gb@0+2g.20gb@2+2g.20gb@4+1g.10gb@6",
+    "7g.80gb@0",
+)
+IDLE_LAYOUTS = ("3g.40gb@0+2g.20gb@4+1g.10gb@6", "1g.20gb@0+1g.20gb@2+1g.20gb@4+1g.20gb@6")
+TRACE_DIR = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
+
+
+def _model(key: str) -> GpuModel:
+    return default_catalog().model(key)
+
+
+def fleet(
+    *,
+    nodes: int = 1000,
+    gpus_per_node: int = 8,
+    busy: float = 0.2,
+    idle: float = 0.2,
+    requests: int = 10_000,
+    seed: int = SEED,
+) -> tuple[list[GpuState], list[DemandItem]]:
+    """Half A100-80GB and half H100-80GB nodes; `busy` of the GPUs run pods on some of their
+    instances, `idle` hold unused instances, the rest are empty; `requests` pending requests
+    over six profiles."""
+    rnd = random.Random(seed)
+    gpus = []
+    for n in range(nodes):
+        model = _model("A100-80GB" if n < nodes // 2 else "H100-80GB")
+        for index in range(gpus_per_node):
+            roll = rnd.random()
+            pins = {}
+            layout = Layout()
+            if roll < busy:
+                layout = Layout.parse(rnd.choice(BUSY_LAYOUTS))
+                used = [i for i in layout.instances if rnd.random() < 0.6] or [layout.instances[0]]
+                pins = {i: f"team-{n % 7}/job-{n}-{index}-{k}" for k, i in enumerate(used)}
+            elif roll < busy + idle:
+                layout = Layout.parse(rnd.choice(IDLE_LAYOUTS))
+            gpus.append(
+                GpuState(
+                    node=f"node-{n:04d}",
+                    index=index,
+                    uuid=None,
+                    model=model,
+                    layout=layout,
+                    pins=pins,
+                )
+            )
+    counts = Counter(rnd.choices(FLEET_PROFILES, weights=FLEET_MIX, k=requests))
+    demand = [DemandItem(p, counts[p], 1, DemandKind.FREE) for p in FLEET_PROFILES]
+    return gpus, demand
+
+
+@dataclass(frozen=True)
+class TracePod:
+    """One GPU pod of the trace, as MIG profile requests."""
+
+    name: str
+    profile: str
+    count: int
+    created: int
+    deleted: int
+
+
+def profile_for(gpu_milli: int) -> str:
+    """The smallest H100-80GB profile whose compute share covers `gpu_milli`."""
+    for compute, profile in ((1, "1g.10gb"), (2, "2g.20gb"), (3, "3g.40gb"), (4, "4g.40gb")):
+        if gpu_milli * 7 <= compute * 1000:
+            return profile
+    return "7g.80gb"
+
+
+def trace_pods(trace_dir: Path = TRACE_DIR, name: str = "default") -> list[TracePod]:
+    """GPU pods of `openb_pod_list_<name>.csv`, mapped to profiles (see the module doc)."""
+    pods = []
+    with (trace_dir / f"openb_pod_list_{name}.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            gpus, milli = int(row["num_gpu"]), int(row["gpu_milli"])
+            if gpus == 0 or milli == 0:
+                continue
+            shared = gpus == 1 and milli < 1000
+            pods.append(
+                TracePod(
+                    name=row["name"],
+                    profile=profile_for(milli) if shared else "7g.80gb",
+                    count=1 if shared else gpus,
+                    created=int(row["creation_time"]),
+                    deleted=int(row["deletion_time"] or 2**62),
+                )
+            )
+    return pods
+
+
+def alive(pods: list[TracePod], t: int) -> list[TracePod]:
+    """Pods running at time `t`."""
+    return [p for p in pods if p.created <= t < p.deleted]
+
+
+def busiest_time(pods: list[TracePod]) -> int:
+    """The creation time at which the most GPU slices are requested at once."""
+    events = sorted({p.created for p in pods})
+    return max(events, key=lambda t: sum(int(p.profile[0]) * p.count for p in alive(pods, t)))
+
+
+def demand_of(pods: list[TracePod]) -> list[DemandItem]:
+    """FREE demand items for `pods`."""
+    counts: Counter[str] = Counter()
+    for p in pods:
+        counts[p.profile] += p.count
+    return [DemandItem(p, counts[p], 1, DemandKind.FREE) for p in sorted(counts)]
+
+
+def empty_h100_fleet(gpu_count: int) -> list[GpuState]:
+    """`gpu_count` empty H100-80GB GPUs, 8 per node."""
+    model = _model("H100-80GB")
+    return [
+        GpuState(node=f"h100-{n // 8:04d}", index=n % 8, uuid=None, model=model, layout=Layout())
+        for n in range(gpu_count)
+    ]
+
+
+def slice_lower_bound(demand: list[DemandItem], model: GpuModel) -> int:
+    """GPUs needed at least: by compute slices, by memory slices, and one per 7g."""
+    compute = sum(d.count * model.profile(d.profile).compute_slices for d in demand)
+    memory = sum(d.count * model.profile(d.profile).size for d in demand)
+    whole = sum(d.count for d in demand if model.profile(d.profile).size == model.memory_slices)
+    return max(-(-compute // model.compute_slices), -(-memory // model.memory_slices), whole)
