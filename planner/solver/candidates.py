@@ -166,6 +166,6 @@ def pareto(candidates: list[Candidate], relevant: list[str]) -> list[Candidate]:
         ).reshape(len(members), len(relevant) + 2)
         at_least = (vectors[:, None, :] >= vectors[None, :, :]).all(axis=-1)
         better = (vectors[:, None, :] > vectors[None, :, :]).any(axis=-1)
-        dominated = (at_least & better).any(axis=0)
-        keep.update(n for n, gone in zip(members, dominated.tolist(), strict=True) if not gone)
+        dominated: np.ndarray = np.asarray((at_least & better).any(axis=0))
+        keep.update(n for k, n in enumerate(members) if not dominated[k])
     return [c for n, c in enumerate(candidates) if n in keep]
