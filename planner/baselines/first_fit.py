@@ -32,8 +32,13 @@ def first_fit_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Pl
     requests = sorted(
         (p for p, n in missing.items() for _ in range(n)), key=lambda p: (-weight(p), _size(p))
     )
+    # GPUs only fill up, so one that cannot take a profile never will: each profile keeps a
+    # pointer to the first GPU that still might.
+    first: dict[str, int] = {}
     for profile in requests:
-        for gpu in ordered:
+        for n in range(first.get(profile, 0), len(ordered)):
+            gpu = ordered[n]
+            first[profile] = n
             if profile not in gpu.model.profiles_by_name or gpu.whole_gpu_pod:
                 continue
             layout = layouts[gpu_key(gpu)]
@@ -48,6 +53,8 @@ def first_fit_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Pl
             if placed is not None:
                 layouts[gpu_key(gpu)] = placed
                 break
+        else:
+            first[profile] = len(ordered)
     targets: dict[tuple[str, int], Layout] = {
         gpu_key(g): layouts[gpu_key(g)] for g in ordered if layouts[gpu_key(g)] != g.layout
     }

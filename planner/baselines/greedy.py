@@ -9,14 +9,26 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 from migplan.planner.assemble import gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
+from migplan.planner.catalog import GpuModel
 from migplan.planner.demand import DemandItem
 from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.layout import Instance, Layout
 from migplan.planner.plan import Plan
+
+
+@lru_cache(maxsize=256)
+def _layouts(
+    model: GpuModel, names: frozenset[str]
+) -> tuple[tuple[Layout, frozenset[Instance], Counter[str]], ...]:
+    return tuple(
+        (lay, frozenset(lay.instances), lay.profile_counts())
+        for lay in enumerate_layouts(model, profiles=names)
+    )
 
 
 def greedy_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
