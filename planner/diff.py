@@ -31,6 +31,8 @@ def operations(
     before: Layout, after: Layout, *, mig_enabled: bool = True, rebuild: bool = False
 ) -> list[Operation]:
     """The ordered steps from `before` to `after` (empty when nothing changes)."""
+    if mig_enabled and before == after:
+        return []
     steps: list[Operation] = []
     if not mig_enabled and after:
         steps.append(Operation(kind=OperationKind.ENABLE_MIG))
