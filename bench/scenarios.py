@@ -155,3 +155,31 @@ def slice_lower_bound(demand: list[DemandItem], model: GpuModel) -> int:
     memory = sum(d.count * model.profile(d.profile).size for d in demand)
     whole = sum(d.count for d in demand if model.profile(d.profile).size == model.memory_slices)
     return max(-(-compute // model.compute_slices), -(-memory // model.memory_slices), whole)
+
+
+def lp_lower_bound(demand: list[DemandItem], model: GpuModel) -> float:
+    """GPUs needed at least: the LP relaxation of covering the demand with maximal layouts.
+
+    Minimise the number of GPUs (fractional counts y_L >= 0 per maximal layout L) such that
+    every profile's demand is covered (Gilmore-Gomory's cutting-stock relaxation), solved
+    with GLOP independently of the CP-SAT planner.
+    """
+    from ortools.linear_solver import pywraplp
+
+    from migplan.planner.enumeration import enumerate_layouts
+
+    wanted = {d.profile: 0 for d in demand}
+    for d in demand:
+        wanted[d.profile] += d.count
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    layouts = enumerate_layouts(model, profiles=list(wanted), maximal=True)
+    y = [solver.NumVar(0, solver.infinity(), f"y{n}") for n in range(len(layouts))]
+    for profile, count in wanted.items():
+        solver.Add(
+            sum(v * lay.profile_counts()[profile] for v, lay in zip(y, layouts, strict=True))
+            >= count
+        )
+    solver.Minimize(sum(y))
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        raise RuntimeError("LP bound: GLOP found no optimum")
+    return float(solver.Objective().Value())

@@ -114,8 +114,10 @@ def assemble_plan(
         evict = sorted({pod for inst, pod in gpu.pins.items() if inst in removed})
         if gpu.whole_gpu_pod and after:
             evict.append(gpu.whole_gpu_pod)
+        # Built from typed data the planner made itself: construct without re-validation
+        # (8,000 GPUs: 0.7 s -> 0.1 s); validate() checks the plan afterwards.
         gpu_plans.append(
-            GpuPlan(
+            GpuPlan.model_construct(
                 node=gpu.node,
                 gpu=gpu.index,
                 uuid=gpu.uuid,
