@@ -189,6 +189,7 @@ def run_rebalance(
         seconds = requested = met = weighted_met = changed = 0.0
         used: list[int] = []
         served: list[float] = []
+        statuses: list[str] = []
         for t in times:
             alive = {p.name: p for p in scenarios.alive(pods, t)}
             gpus = [
@@ -213,6 +214,7 @@ def run_rebalance(
             result = method(gpus, demand)
             seconds += time.perf_counter() - started
             validate(result, gpus, demand, POLICY)
+            statuses.append(result.solver.status)
             requested += result.summary.requested
             met += result.summary.met
             weighted_met += weighted(result, demand)
@@ -226,7 +228,7 @@ def run_rebalance(
                 "trace-rebalance",
                 name,
                 seconds,
-                f"{steps} steps",
+                ",".join(sorted(set(statuses))) + f" x{steps}",
                 None,
                 int(requested),
                 int(met),
