@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from migplan.planner.assemble import input_hash
 from migplan.planner.catalog import Catalog
 from migplan.planner.demand import DemandItem, build_demand
+from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import GpuState, Inventory, resolve_inventory
 from migplan.planner.plan import Plan
 from migplan.planner.solver import plan as solve
-from migplan.planner.spec import Actuator, GPUPartitionPlan
+from migplan.planner.spec import Actuator, GPUPartitionPlan, PolicySpec
 from migplan.planner.validate import validate
 
 
@@ -33,6 +34,24 @@ def covered(inventory: Inventory, manifest: GPUPartitionPlan) -> Inventory:
     return inventory.model_copy(update={"nodes": nodes})
 
 
+def check_policy(policy: PolicySpec, catalog: Catalog) -> None:
+    """Raise MigplanInputError if allowedProfiles names an unknown model or profile."""
+    for key, profiles in policy.allowed_profiles.items():
+        try:
+            model = catalog.model(key)
+        except MigplanInputError as exc:
+            raise MigplanInputError(f"spec.policy.allowedProfiles: {exc}") from None
+        if model.model != key:
+            raise MigplanInputError(
+                f"spec.policy.allowedProfiles: use the catalog key {model.model!r}, not {key!r}"
+            )
+        for name in profiles:
+            try:
+                model.profile(name)
+            except MigplanInputError as exc:
+                raise MigplanInputError(f"spec.policy.allowedProfiles: {exc}") from None
+
+
 def plan_fleet(manifest: GPUPartitionPlan, inventory: Inventory, catalog: Catalog) -> PlanOutcome:
     """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
 
@@ -42,6 +61,7 @@ def plan_fleet(manifest: GPUPartitionPlan, inventory: Inventory, catalog: Catalo
     """
     spec = manifest.spec
     policy = spec.policy
+    check_policy(policy, catalog)
     if spec.actuator is Actuator.MIG_MANAGER and not policy.whole_gpu_rebuild:
         policy = policy.model_copy(update={"whole_gpu_rebuild": True})
     scope = covered(inventory, manifest)

@@ -95,12 +95,36 @@ def plan_with(tmp_path, profiles: str) -> str:
     return write(tmp_path, "plan.yaml", text)
 
 
+def policy_with(tmp_path, allowed: str) -> str:
+    text = (
+        Path(PLAN)
+        .read_text()
+        .replace(
+            "    maxNodesChanged: 3", f"    maxNodesChanged: 3\n    allowedProfiles: {allowed}"
+        )
+    )
+    return write(tmp_path, "plan.yaml", text)
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
         (lambda t: (PLAN, inventory(t, model="V100")), "unknown GPU model 'V100'"),
         (lambda t: (PLAN, inventory(t, layout="4g.24gb@1")), "4g.24gb cannot start at slice 1"),
         (lambda t: (PLAN, inventory(t, layout="4g.24gb")), "is not of the form PROFILE@START"),
+        (lambda t: (PLAN, inventory(t, layout="3g.40gb@0")), "A30 has no profile '3g.40gb'"),
+        (
+            lambda t: (policy_with(t, "{A30: [9g.99gb]}"), inventory(t)),
+            "spec.policy.allowedProfiles: unknown profile '9g.99gb' for A30",
+        ),
+        (
+            lambda t: (policy_with(t, "{V100: [1g.5gb]}"), inventory(t)),
+            "spec.policy.allowedProfiles: unknown GPU model 'V100'",
+        ),
+        (
+            lambda t: (policy_with(t, "{NVIDIA A30: [1g.6gb]}"), inventory(t)),
+            "use the catalog key 'A30', not 'NVIDIA A30'",
+        ),
         (
             lambda t: (PLAN, inventory(t, layout="4g.24gb@0", in_use='{"1g.6gb@0": ns/a}')),
             "in-use instance 1g.6gb@0 is not in the current layout",
