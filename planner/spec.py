@@ -13,6 +13,7 @@ from zoneinfo import available_timezones
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from migplan.planner.catalog import PROFILE_NAME
 from migplan.planner.resources import RESOURCE_NAME
 from migplan.planner.schema import CamelModel
 
@@ -59,9 +60,9 @@ class SelectorOperator(StrEnum):
 class SelectorRequirement(CamelModel):
     """One `matchExpressions` entry."""
 
-    key: Annotated[str, Field(min_length=1)]
+    key: Annotated[str, Field(min_length=1, max_length=317)]
     operator: SelectorOperator
-    values: tuple[str, ...] = ()
+    values: Annotated[tuple[Annotated[str, Field(max_length=63)], ...], Field(max_length=64)] = ()
 
     @model_validator(mode="after")
     def _values_fit_operator(self) -> Self:
@@ -88,8 +89,10 @@ class SelectorRequirement(CamelModel):
 class LabelSelector(CamelModel):
     """A Kubernetes label selector; empty selects everything."""
 
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict, max_length=64
+    )
+    match_expressions: Annotated[tuple[SelectorRequirement, ...], Field(max_length=32)] = ()
 
     def matches(self, labels: dict[str, str]) -> bool:
         """Whether `labels` satisfy every label and expression of the selector."""
@@ -98,7 +101,9 @@ class LabelSelector(CamelModel):
         )
 
 
-Priority = Annotated[int, Field(ge=1, le=1000, description="weight of this demand (1-1000)")]
+Priority = Annotated[
+    int, Field(ge=1, le=1000, strict=True, description="weight of this demand (1-1000)")
+]
 
 
 class ProfileDemand(CamelModel):
@@ -108,10 +113,11 @@ class ProfileDemand(CamelModel):
         str,
         Field(
             pattern=RESOURCE_NAME.pattern,
+            max_length=64,
             description="MIG resource name, e.g. nvidia.com/mig-1g.10gb",
         ),
     ]
-    count: Annotated[int, Field(ge=0, description="instances wanted, in use or free")]
+    count: Annotated[int, Field(ge=0, strict=True, description="instances wanted, in use or free")]
     priority: Priority = 1
 
 
@@ -125,7 +131,7 @@ class PendingPodDemand(CamelModel):
 class DemandSpec(CamelModel):
     """What the plan should provide."""
 
-    profiles: tuple[ProfileDemand, ...] = ()
+    profiles: Annotated[tuple[ProfileDemand, ...], Field(max_length=64)] = ()
     from_pending_pods: PendingPodDemand | None = None
 
     @model_validator(mode="after")
@@ -151,14 +157,22 @@ class PolicySpec(CamelModel):
     """What the planner may change."""
 
     disruption: Disruption = Disruption.NONE
-    max_gpus_changed: Annotated[int | None, Field(ge=0)] = None
-    max_nodes_changed: Annotated[int | None, Field(ge=0)] = None
-    allowed_profiles: dict[str, tuple[str, ...]] = Field(
+    max_gpus_changed: Annotated[int | None, Field(ge=0, strict=True)] = None
+    max_nodes_changed: Annotated[int | None, Field(ge=0, strict=True)] = None
+    allowed_profiles: dict[
+        Annotated[str, Field(max_length=64)],
+        Annotated[
+            tuple[Annotated[str, Field(max_length=32, pattern=PROFILE_NAME.pattern)], ...],
+            Field(max_length=32),
+        ],
+    ] = Field(
         default_factory=dict,
+        max_length=32,
         description="per GPU model (catalog key): the profiles new instances may use",
     )
     whole_gpu_rebuild: bool = Field(
         default=False,
+        strict=True,
         description="every changed GPU is rebuilt from empty (mig-manager actuator)",
     )
 
@@ -166,9 +180,13 @@ class PolicySpec(CamelModel):
 class WindowSpec(CamelModel):
     """A recurring maintenance window: disruptive steps happen only inside it."""
 
-    start: Annotated[str, Field(description="5-field cron expression of the window's start")]
-    duration: Annotated[str, Field(pattern=DURATION.pattern, description="e.g. 2h or 90m")]
-    time_zone: str = "UTC"
+    start: Annotated[
+        str, Field(max_length=128, description="5-field cron expression of the window's start")
+    ]
+    duration: Annotated[
+        str, Field(pattern=DURATION.pattern, max_length=32, description="e.g. 2h or 90m")
+    ]
+    time_zone: Annotated[str, Field(max_length=64)] = "UTC"
 
     @field_validator("start")
     @classmethod
@@ -193,8 +211,10 @@ class WindowSpec(CamelModel):
 class RolloutSpec(CamelModel):
     """How fast the rollout may go."""
 
-    max_unavailable: Annotated[int, Field(ge=1, description="nodes reconfigured at once")] = 1
-    drain_timeout: Annotated[str, Field(pattern=DURATION.pattern)] = "10m"
+    max_unavailable: Annotated[
+        int, Field(ge=1, strict=True, description="nodes reconfigured at once")
+    ] = 1
+    drain_timeout: Annotated[str, Field(pattern=DURATION.pattern, max_length=32)] = "10m"
 
     @field_validator("drain_timeout")
     @classmethod
@@ -206,7 +226,7 @@ class SolverSpec(CamelModel):
     """Solver limits."""
 
     time_limit_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
-    workers: Annotated[int, Field(ge=1, le=64)] = 1
+    workers: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
 
 
 class Actuator(StrEnum):
@@ -223,11 +243,13 @@ class PlanSpec(CamelModel):
     demand: DemandSpec
     policy: PolicySpec = PolicySpec()
     window: WindowSpec | None = None
-    rebalance_schedule: str | None = Field(default=None, description="5-field cron expression")
+    rebalance_schedule: str | None = Field(
+        default=None, max_length=128, description="5-field cron expression"
+    )
     rollout: RolloutSpec = RolloutSpec()
     actuator: Actuator = Actuator.AGENT
-    dry_run: bool = False
-    suspend: bool = False
+    dry_run: Annotated[bool, Field(strict=True)] = False
+    suspend: Annotated[bool, Field(strict=True)] = False
     solver: SolverSpec = SolverSpec()
 
     @field_validator("rebalance_schedule")
@@ -259,3 +281,19 @@ class GPUPartitionPlan(CamelModel):
     kind: Literal["GPUPartitionPlan"]
     metadata: ObjectMeta
     spec: PlanSpec
+
+
+class PlanStatus(CamelModel):
+    """status of a GPUPartitionPlan, written by the operator.
+
+    The operator adds the computed plan and per-node progress; the CRD keeps unknown status
+    fields so they can grow without a schema change.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    phase: str | None = None
+    observed_generation: Annotated[int | None, Field(ge=0)] = None
+    nodes: Annotated[int | None, Field(ge=0, description="nodes the plan changes")] = None
+    demand_met: str | None = Field(default=None, description="met/requested, e.g. 9/10")
+    next_window: str | None = None
+    input_hash: str | None = None

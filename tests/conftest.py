@@ -59,3 +59,30 @@ def want():
         return DemandItem(profile, count, priority, DemandKind(kind))
 
     return make
+
+
+def _load_harness():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "migplan_test_harness" in sys.modules:
+        return sys.modules["migplan_test_harness"]
+    path = Path(__file__).parent / "cluster" / "harness.py"
+    spec = importlib.util.spec_from_file_location("migplan_test_harness", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def control_plane():
+    """A real control plane for the whole test session (built and cached by build.sh).
+
+    A control plane that cannot be built or started fails the tests that need it, with the
+    reason; it is never skipped.
+    """
+    harness = _load_harness()
+    with harness.ControlPlane.up() as plane:
+        yield plane

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.cli import catalog_commands, preview
+from migplan.operator.cli import catalog_commands, crds, preview
 from migplan.operator.cli.context import CliState
 from migplan.operator.logs import configure_logging
 from migplan.planner.errors import MigplanInputError
@@ -36,6 +36,7 @@ app = typer.Typer(
 )
 catalog_commands.register(app)
 app.command("preview")(preview.preview)
+app.command("crds")(crds.crds)
 
 
 def _print_version(value: bool) -> None:

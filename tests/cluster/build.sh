@@ -91,10 +91,26 @@ build_component kubernetes "$KUBERNETES_VERSION" setup_kubernetes \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
   kubectl=k8s.io/kubernetes/cmd/kubectl
 
+# kwok needs stage definitions (how fake nodes and pods move through their lifecycle); use
+# the ones shipped in the same kwok module version: fast node start, status heartbeats, fast
+# pod start/completion/deletion.
+copy_kwok_stages() {
+  local src dest="$cache_root/kwok-$KWOK_VERSION/stages" f
+  src="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  [[ -d "$src" ]] || (cd "$cache_root/kwok-$KWOK_VERSION/src" && go mod download "sigs.k8s.io/kwok@$KWOK_VERSION")
+  mkdir -p "$dest"
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    cp "$src/$f" "$dest/"
+  done
+}
+copy_kwok_stages
+
 # One directory with every binary under its usual name.
 mkdir -p "$bin_dir"
 ln -sf "$cache_root/etcd-$ETCD_VERSION/bin/etcd" "$bin_dir/etcd"
 ln -sf "$cache_root/kwok-$KWOK_VERSION/bin/kwok" "$bin_dir/kwok"
+ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   ln -sf "$cache_root/kubernetes-$KUBERNETES_VERSION/bin/$b" "$bin_dir/$b"
 done

@@ -1,0 +1,80 @@
+"""The NodePartition resource: the contract between the operator and a node's agent.
+
+One per GPU node, named after the node. The operator writes `spec` (the layout each GPU should
+have, and the pods it has evicted so their instances may go); the agent writes `status` (what
+NVML actually shows, which pod uses which instance, and the spec generation it has applied).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from migplan.planner.schema import CamelModel
+from migplan.planner.spec import ObjectMeta
+
+LAYOUT_PATTERN = r"^(-|[1-9][0-9]*g\.[0-9]+gb(\+me\.all|\+me|\+gfx|-me)?@[0-9]+(\+[1-9][0-9]*g\.[0-9]+gb(\+me\.all|\+me|\+gfx|-me)?@[0-9]+)*)$"  # noqa: E501
+"""A layout in canonical text form, or `-`."""
+
+
+class GpuTarget(CamelModel):
+    """The layout one GPU should have."""
+
+    index: Annotated[int, Field(ge=0)]
+    uuid: str | None = None
+    layout: Annotated[str, Field(pattern=LAYOUT_PATTERN, description="canonical layout or -")]
+
+
+class NodePartitionSpec(CamelModel):
+    """What the operator wants on the node."""
+
+    node_name: Annotated[str, Field(min_length=1, description="the node this partition is for")]
+    plan: str | None = Field(default=None, description="the GPUPartitionPlan that wrote it")
+    plan_generation: Annotated[int | None, Field(ge=0)] = None
+    gpus: tuple[GpuTarget, ...] = ()
+    evicted_pods: tuple[str, ...] = Field(
+        default=(), description="pods (namespace/name) evicted so their instances may go"
+    )
+
+
+class Condition(CamelModel):
+    """A standard Kubernetes condition."""
+
+    type: Annotated[str, Field(min_length=1)]
+    status: Annotated[str, Field(pattern=r"^(True|False|Unknown)$")]
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+    observed_generation: Annotated[int | None, Field(ge=0)] = None
+
+
+class GpuObserved(CamelModel):
+    """What NVML shows on one GPU."""
+
+    index: Annotated[int, Field(ge=0)]
+    uuid: str | None = None
+    model: str | None = None
+    mig_enabled: bool | None = None
+    layout: Annotated[str, Field(pattern=LAYOUT_PATTERN)]
+    in_use: dict[str, str] = Field(default_factory=dict, description="instance -> pod")
+
+
+class NodePartitionStatus(CamelModel):
+    """What the agent found and did."""
+
+    phase: str | None = None
+    applied_generation: Annotated[int | None, Field(ge=0)] = None
+    gpu_count: Annotated[int | None, Field(ge=0, description="GPUs seen (for kubectl get)")] = None
+    gpus: tuple[GpuObserved, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+
+
+class NodePartition(CamelModel):
+    """A NodePartition object."""
+
+    api_version: str = "migplan.io/v1alpha1"
+    kind: str = "NodePartition"
+    metadata: ObjectMeta
+    spec: NodePartitionSpec
+    status: NodePartitionStatus | None = None

@@ -1,0 +1,6 @@
+"""tests/cluster helpers (nodes.py) are imported by name."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,549 @@
+"""A real Kubernetes control plane for tests: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok, built from Go modules by build.sh and started on loopback ports.
+
+    python tests/cluster/harness.py up      # start, print the kubeconfig path, wait for Ctrl-C
+    python tests/cluster/harness.py build   # only build (or reuse) the binaries
+
+The API server runs with RBAC, TLS from generated certificates, service-account signing keys
+and an admin client certificate. Every process runs in its own process group and dies with
+the process that started it (PR_SET_PDEATHSIG), so nothing survives a failing or killed test
+run; `stop()` also terminates them explicitly and a later start reaps leftovers of a run that
+was killed outright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import http.client
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+HERE = Path(__file__).resolve().parent
+BUILD = HERE / "build.sh"
+REGISTRY = Path(os.environ.get("MIGPLAN_CACHE", Path.home() / ".cache" / "migplan")) / "pids"
+START_TIMEOUT = 90.0
+PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built or started; the message says why."""
+
+
+def build_binaries() -> Path:
+    """Run build.sh (reusing cached binaries) and return the directory holding them."""
+    result = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, check=False)
+    sys.stderr.write(result.stderr)
+    if result.returncode != 0:
+        raise ControlPlaneError(
+            f"building the control plane failed (exit {result.returncode}): "
+            f"{result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ''}"
+        )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Run in the child before exec: get SIGKILL when the parent dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+# ---- certificates --------------------------------------------------------------------------
+
+
+@dataclass
+class _Pki:
+    directory: Path
+    ca_key: ec.EllipticCurvePrivateKey = field(init=False)
+    ca_cert: x509.Certificate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ca_key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "migplan-test-ca")])
+        now = datetime.datetime.now(datetime.UTC)
+        self.ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self.ca_key, hashes.SHA256())
+        )
+        self._write("ca.crt", self.ca_cert.public_bytes(serialization.Encoding.PEM))
+
+    def _write(self, name: str, data: bytes) -> Path:
+        path = self.directory / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+        return path
+
+    def issue(
+        self, name: str, *, common_name: str, organization: str | None = None, server: bool = False
+    ) -> tuple[Path, Path]:
+        """A key and certificate signed by the CA; returns (cert, key) paths."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        if organization:
+            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        now = datetime.datetime.now(datetime.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attributes))
+            .issuer_name(self.ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [
+                        x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+                        if server
+                        else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
+                    ]
+                ),
+                critical=False,
+            )
+        )
+        if server:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName("localhost"),
+                        x509.DNSName("kubernetes"),
+                        x509.DNSName("kubernetes.default"),
+                        x509.DNSName("kubernetes.default.svc"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
+        cert = builder.sign(self.ca_key, hashes.SHA256())
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return (
+            self._write(f"{name}.crt", cert.public_bytes(serialization.Encoding.PEM)),
+            self._write(f"{name}.key", key_pem),
+        )
+
+    def service_account_keys(self) -> tuple[Path, Path]:
+        """An RSA key pair for signing service-account tokens: (private, public)."""
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        private = self._write(
+            "sa.key",
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ),
+        )
+        public = self._write(
+            "sa.pub",
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+        )
+        return private, public
+
+
+def _kubeconfig(path: Path, *, server: str, ca: Path, cert: Path, key: Path, user: str) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "migplan-test",
+                        "cluster": {"server": server, "certificate-authority": str(ca)},
+                    }
+                ],
+                "users": [
+                    {
+                        "name": user,
+                        "user": {"client-certificate": str(cert), "client-key": str(key)},
+                    }
+                ],
+                "contexts": [
+                    {"name": "migplan-test", "context": {"cluster": "migplan-test", "user": user}}
+                ],
+                "current-context": "migplan-test",
+            },
+            indent=2,
+        )
+    )
+    return path
+
+
+# ---- processes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, lines: int = 15) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+def reap_leftovers() -> list[int]:
+    """Kill process groups recorded by runs that died before they could stop them."""
+    killed = []
+    if not REGISTRY.is_dir():
+        return killed
+    for record in REGISTRY.glob("*.pgid"):
+        with contextlib.suppress(ValueError, OSError):
+            pgid = int(record.read_text())
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+                killed.append(pgid)
+        record.unlink(missing_ok=True)
+    return killed
+
+
+@dataclass
+class ControlPlane:
+    """One running control plane; use `start()` / `stop()` or `with ControlPlane.up() as cp`."""
+
+    bin_dir: Path
+    run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="migplan-k8s-")))
+    processes: list[_Process] = field(default_factory=list)
+    api_port: int = 0
+    kubeconfig: Path = field(init=False)
+    pki_dir: Path = field(init=False)
+
+    @classmethod
+    @contextlib.contextmanager
+    def up(cls, bin_dir: Path | None = None) -> Iterator[ControlPlane]:
+        """Build if needed, start, yield, and always stop."""
+        plane = cls(bin_dir or build_binaries())
+        try:
+            plane.start()
+            yield plane
+        finally:
+            plane.stop()
+
+    @property
+    def server(self) -> str:
+        """The API server's URL."""
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def start(self) -> None:
+        """Start every component and wait until the cluster is usable."""
+        reap_leftovers()
+        started = time.monotonic()
+        self.pki_dir = self.run_dir / "pki"
+        self.pki_dir.mkdir(parents=True)
+        pki = _Pki(self.pki_dir)
+        ca = self.pki_dir / "ca.crt"
+        serving = pki.issue("apiserver", common_name="kube-apiserver", server=True)
+        admin = pki.issue("admin", common_name="migplan-admin", organization="system:masters")
+        kcm = pki.issue("controller-manager", common_name="system:kube-controller-manager")
+        sched = pki.issue("scheduler", common_name="system:kube-scheduler")
+        sa_private, sa_public = pki.service_account_keys()
+        self.api_port = _free_port()
+        self.kubeconfig = _kubeconfig(
+            self.run_dir / "admin.kubeconfig",
+            server=self.server,
+            ca=ca,
+            cert=admin[0],
+            key=admin[1],
+            user="admin",
+        )
+        kcm_config = _kubeconfig(
+            self.run_dir / "kcm.kubeconfig",
+            server=self.server,
+            ca=ca,
+            cert=kcm[0],
+            key=kcm[1],
+            user="kcm",
+        )
+        sched_config = _kubeconfig(
+            self.run_dir / "scheduler.kubeconfig",
+            server=self.server,
+            ca=ca,
+            cert=sched[0],
+            key=sched[1],
+            user="scheduler",
+        )
+
+        etcd_client, etcd_peer = _free_port(), _free_port()
+        self._spawn(
+            "etcd",
+            [
+                "etcd",
+                f"--data-dir={self.run_dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_http(f"http://127.0.0.1:{etcd_client}/health", "etcd")
+        self._spawn(
+            "kube-apiserver",
+            [
+                "kube-apiserver",
+                f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={serving[0]}",
+                f"--tls-private-key-file={serving[1]}",
+                f"--client-ca-file={ca}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-account-key-file={sa_public}",
+                f"--service-account-signing-key-file={sa_private}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--allow-privileged=true",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+            ],
+        )
+        self._wait_api("/readyz")
+        controllers = [
+            "kube-controller-manager",
+            f"--kubeconfig={kcm_config}",
+            f"--authentication-kubeconfig={kcm_config}",
+            f"--authorization-kubeconfig={kcm_config}",
+            f"--service-account-private-key-file={sa_private}",
+            f"--root-ca-file={ca}",
+            "--use-service-account-credentials=true",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={_free_port()}",
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
+            "-node-route-controller",
+            "--node-monitor-grace-period=40s",
+            "--profiling=false",
+        ]
+        self._spawn("kube-controller-manager", controllers)
+        self._spawn(
+            "kube-scheduler",
+            [
+                "kube-scheduler",
+                f"--kubeconfig={sched_config}",
+                f"--authentication-kubeconfig={sched_config}",
+                f"--authorization-kubeconfig={sched_config}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={_free_port()}",
+                "--profiling=false",
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                "kwok",
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--node-ip=127.0.0.1",
+                f"--node-port={_free_port()}",
+                f"--server-address=127.0.0.1:{_free_port()}",
+                f"--config={self._kwok_config()}",
+            ],
+            env={"HOME": str(self.run_dir)},
+        )
+        # The cluster is usable once the token controller has made the default
+        # ServiceAccount (controller-manager up and authorised).
+        self._wait(
+            lambda: (
+                self.kubectl(
+                    "get", "serviceaccount", "default", "-n", "default", check=False
+                ).returncode
+                == 0
+            ),
+            "the default ServiceAccount (kube-controller-manager)",
+        )
+        self.startup_seconds = time.monotonic() - started
+
+    def _kwok_config(self) -> Path:
+        """kwok's configuration: the stages build.sh copied from the pinned kwok module."""
+        stages = sorted((self.bin_dir / "kwok-stages").glob("*.yaml"))
+        if not stages:
+            raise ControlPlaneError(
+                f"no kwok stages in {self.bin_dir / 'kwok-stages'}: run tests/cluster/build.sh"
+            )
+        documents = [
+            "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\n"
+            "options:\n  nodePlayStageParallelism: 4\n  podPlayStageParallelism: 4\n"
+        ]
+        documents += [path.read_text() for path in stages]
+        path = self.run_dir / "kwok.yaml"
+        path.write_text("\n---\n".join(documents))
+        return path
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = self.run_dir / f"{name}.log"
+        binary = self.bin_dir / argv[0]
+        if not binary.exists():
+            raise ControlPlaneError(f"{binary} is missing: run tests/cluster/build.sh")
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                [str(binary), *argv[1:]],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - started from the main thread; see module doc
+                cwd=self.run_dir,
+                env={**os.environ, **(env or {})},
+            )
+        REGISTRY.mkdir(parents=True, exist_ok=True)
+        (REGISTRY / f"{popen.pid}.pgid").write_text(str(popen.pid))
+        self.processes.append(_Process(name, popen, log))
+
+    def _check_alive(self) -> None:
+        for p in self.processes:
+            if p.popen.poll() is not None:
+                raise ControlPlaneError(
+                    f"{p.name} exited with code {p.popen.returncode}; last log lines:\n{p.tail()}"
+                )
+
+    def _wait(self, ready, what: str, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            with contextlib.suppress(OSError, http.client.HTTPException, ssl.SSLError):
+                if ready():
+                    return
+            time.sleep(0.2)
+        logs = "\n".join(f"--- {p.name}:\n{p.tail(8)}" for p in self.processes)
+        raise ControlPlaneError(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+
+    def _wait_http(self, url: str, what: str) -> None:
+        host_port = url.split("//", 1)[1].split("/", 1)[0]
+        path = "/" + url.split("//", 1)[1].split("/", 1)[1]
+
+        def ready() -> bool:
+            conn = http.client.HTTPConnection(host_port, timeout=2)
+            conn.request("GET", path)
+            return conn.getresponse().status == 200
+
+        self._wait(ready, what)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
+        context.load_cert_chain(self.pki_dir / "admin.crt", self.pki_dir / "admin.key")
+        return context
+
+    def _wait_api(self, path: str) -> None:
+        context = self._ssl_context()
+
+        def ready() -> bool:
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", self.api_port, context=context, timeout=2
+            )
+            conn.request("GET", path)
+            return conn.getresponse().status == 200
+
+        self._wait(ready, f"kube-apiserver {path}")
+
+    def kubectl(
+        self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this cluster as the admin."""
+        result = subprocess.run(
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise ControlPlaneError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def stop(self) -> None:
+        """Terminate every component (TERM, then KILL after 10 s) and remove the run dir."""
+        for p in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.popen.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for p in reversed(self.processes):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.popen.pid, signal.SIGKILL)
+            p.popen.wait()
+            (REGISTRY / f"{p.popen.pid}.pgid").unlink(missing_ok=True)
+        self.processes.clear()
+        if os.environ.get("MIGPLAN_KEEP_CLUSTER_DIR"):
+            sys.stderr.write(f"control plane files kept in {self.run_dir}\n")
+        else:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    """`up` starts a control plane until Ctrl-C; `build` only builds."""
+    command = argv[1] if len(argv) > 1 else "up"
+    if command == "build":
+        print(build_binaries())
+        return 0
+    if command != "up":
+        print(__doc__)
+        return 2
+    with ControlPlane.up() as plane:
+        print(f"control plane ready in {plane.startup_seconds:.1f} s")
+        print(f"export KUBECONFIG={plane.kubeconfig}")
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

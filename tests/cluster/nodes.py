@@ -1,0 +1,67 @@
+"""Simulated GPU nodes for the test cluster: Node objects that kwok keeps alive.
+
+A node carries the labels NVIDIA's GPU feature discovery would set (mixed MIG strategy) and
+`nvidia.com/mig-<profile>` capacity, so the real scheduler places MIG pods on it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+def gpu_node(
+    name: str,
+    *,
+    product: str,
+    gpus: int = 1,
+    mig: Counter[str] | dict[str, int] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict:
+    """A Node manifest; `mig` maps profile names to instance counts on the node."""
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    for profile, count in (mig or {}).items():
+        resources["nvidia.com/mig-" + profile.replace("+", ".")] = str(count)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/mig.capable": "true",
+                "nvidia.com/mig.strategy": "mixed",
+                **(labels or {}),
+            },
+        },
+        "spec": {
+            "taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def mig_pod(name: str, *, profile: str, count: int = 1, namespace: str = "default") -> dict:
+    """A Pod asking for `count` MIG instances of `profile` (tolerating kwok's node taint)."""
+    resource = "nvidia.com/mig-" + profile.replace("+", ".")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/cuda:latest",
+                    "resources": {"limits": {resource: str(count)}},
+                }
+            ],
+            "tolerations": [
+                {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+        },
+    }

@@ -1,0 +1,91 @@
+"""The test control plane itself: healthy, controllers working, MIG pods scheduled for real."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from nodes import gpu_node, mig_pod
+
+pytestmark = pytest.mark.cluster
+
+
+def apply(cp, manifest: dict) -> None:
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+
+
+def wait_for(check, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def get(cp, *args: str) -> dict:
+    return json.loads(cp.kubectl("get", *args, "-o", "json").stdout)
+
+
+def test_api_server_runs_the_pinned_version_with_rbac(control_plane) -> None:
+    version = json.loads(control_plane.kubectl("get", "--raw", "/version").stdout)
+    assert version["gitVersion"] == "v1.36.3"
+    assert "rbac.authorization.k8s.io/v1" in control_plane.kubectl("api-versions").stdout
+    assert control_plane.startup_seconds < 60
+
+
+def test_mig_pod_lands_only_on_a_node_that_offers_the_profile(control_plane) -> None:
+    cp = control_plane
+    apply(cp, gpu_node("gpu-a", product="NVIDIA-A100-SXM4-40GB", mig={"3g.20gb": 2}))
+    apply(cp, gpu_node("gpu-h", product="NVIDIA-H100-80GB-HBM3", mig={"1g.10gb": 7}))
+    wait_for(
+        lambda: all(
+            any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in get(cp, "node", n)["status"].get("conditions", [])
+            )
+            for n in ("gpu-a", "gpu-h")
+        ),
+        "kwok to make the nodes Ready",
+    )
+    apply(cp, mig_pod("wants-1g", profile="1g.10gb"))
+    pod = wait_for(
+        lambda: (p := get(cp, "pod", "wants-1g"))["status"].get("phase") == "Running" and p,
+        "the pod to run",
+    )
+    assert pod["spec"]["nodeName"] == "gpu-h"
+    apply(cp, mig_pod("wants-7g", profile="7g.80gb"))
+    time.sleep(3)
+    stuck = get(cp, "pod", "wants-7g")
+    assert stuck["status"]["phase"] == "Pending"
+    [condition] = [c for c in stuck["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert condition["reason"] == "Unschedulable"
+    assert "Insufficient nvidia.com/mig-7g.80gb" in condition["message"]
+
+
+def test_controller_manager_keeps_pdb_status_and_deletes_namespaces(control_plane) -> None:
+    cp = control_plane
+    cp.kubectl("create", "namespace", "pdb-check")
+    apply(
+        cp,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep", "namespace": "pdb-check"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "x"}}},
+        },
+    )
+    wait_for(
+        lambda: (
+            "expectedPods" in get(cp, "pdb", "keep", "-n", "pdb-check").get("status", {})
+            and get(cp, "pdb", "keep", "-n", "pdb-check")["status"].get("observedGeneration") == 1
+        ),
+        "the disruption controller to write PDB status",
+    )
+    cp.kubectl("delete", "namespace", "pdb-check", "--wait=false")
+    wait_for(
+        lambda: cp.kubectl("get", "namespace", "pdb-check", check=False).returncode != 0,
+        "the namespace controller to finish deleting",
+    )
