@@ -20,7 +20,7 @@ BAD = sorted((Path(__file__).parent / "bad-plans").glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def crds(control_plane):
-    control_plane.kubectl("apply", "-f", str(ROOT / "crds"))
+    control_plane.kubectl("apply", "-k", str(ROOT / "crds"))
     control_plane.kubectl(
         "wait",
         "--for=condition=Established",
