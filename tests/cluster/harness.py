@@ -509,11 +509,11 @@ class ControlPlane:
         return result
 
     def stop(self) -> None:
-        """Terminate every component (TERM, then KILL after 10 s) and remove the run dir."""
+        """Terminate every component (TERM, then KILL after 3 s) and remove the run dir."""
         for p in reversed(self.processes):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.popen.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 3  # state is thrown away: no need to wait long
         for p in reversed(self.processes):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))

@@ -89,3 +89,31 @@ def test_controller_manager_keeps_pdb_status_and_deletes_namespaces(control_plan
         lambda: cp.kubectl("get", "namespace", "pdb-check", check=False).returncode != 0,
         "the namespace controller to finish deleting",
     )
+
+
+def test_garbage_collector_removes_dependents(control_plane) -> None:
+    cp = control_plane
+    owner = json.loads(cp.kubectl("create", "configmap", "gc-owner", "-o", "json").stdout)
+    apply(
+        cp,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "gc-dependent",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "name": "gc-owner",
+                        "uid": owner["metadata"]["uid"],
+                    }
+                ],
+            },
+        },
+    )
+    cp.kubectl("delete", "configmap", "gc-owner")
+    wait_for(
+        lambda: cp.kubectl("get", "configmap", "gc-dependent", check=False).returncode != 0,
+        "the garbage collector to delete the dependent",
+    )
