@@ -13,13 +13,15 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.cli import catalog_commands, crds, preview
+from migplan.operator.cli import catalog_commands, crds, nvml_info, preview
 from migplan.operator.cli.context import CliState
 from migplan.operator.logs import configure_logging
+from migplan.operator.nvml.errors import NvmlError
 from migplan.planner.errors import MigplanInputError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70
+EXIT_NVML = 3
 
 app = typer.Typer(
     name="migplan",
@@ -37,6 +39,7 @@ app = typer.Typer(
 catalog_commands.register(app)
 app.command("preview")(preview.preview)
 app.command("crds")(crds.crds)
+app.command("nvml-info")(nvml_info.nvml_info)
 
 
 def _print_version(value: bool) -> None:
@@ -98,6 +101,12 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("aborted", 130)
     except MigplanInputError as exc:
         return _fail(str(exc), EXIT_BAD_INPUT)
+    except NvmlError as exc:
+        return _fail(
+            f"{exc} (is this a GPU node with the NVIDIA driver? --simulate MODEL "
+            "uses the emulator)",
+            EXIT_NVML,
+        )
     except BrokenPipeError:
         # The reader went away (`migplan layouts ... | head`); nothing left to say.
         sys.stderr.close()
