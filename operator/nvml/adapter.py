@@ -319,6 +319,34 @@ class NvmlAdapter:
             raise
         return int(info.id)
 
+    def ensure_compute_instance(self, index: int, gi_id: int) -> bool:
+        """Give a GPU instance its default compute instance if it has none (a create that
+        was interrupted); True if one was made."""
+        handle = self._handle(index)
+        where = f"GPU {index} GI {gi_id}"
+        gi = self._gpu_instance(handle, gi_id, where)
+        if self._compute_instances(gi, where):
+            return False
+        info = self._call("nvmlGpuInstanceGetInfo", where, self._nvml.nvmlGpuInstanceGetInfo, gi)
+        profiles = {p.id: p for p in self.profiles(index)}
+        ci_profile = CI_PROFILE_BY_SLICES[profiles[int(info.profileId)].compute_slices]
+        ci_info = self._call(
+            "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+            where,
+            self._nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo,
+            gi,
+            ci_profile,
+            self._nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+        )
+        self._call(
+            "nvmlGpuInstanceCreateComputeInstance",
+            where,
+            self._nvml.nvmlGpuInstanceCreateComputeInstance,
+            gi,
+            ci_info.id,
+        )
+        return True
+
     def destroy_instance(self, index: int, gi_id: int) -> None:
         """Destroy a GPU instance's compute instances, then the GPU instance."""
         handle = self._handle(index)

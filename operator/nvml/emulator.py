@@ -178,7 +178,8 @@ class FakeNvml:
         self._faults: dict[str, list[tuple[int, Callable[[], None]]]] = {}
         self._calls: dict[str, int] = {}
         self.calls: list[str] = []
-        """Every call made, by name, in order (tests count NVML operations with it)."""
+        """Calls that reached the emulated NVML, by name, in order (tests count NVML
+        operations with it; a call an injected fault stopped first is not in it)."""
 
     # ---- test controls ----------------------------------------------------------------------
 
@@ -193,6 +194,11 @@ class FakeNvml:
     def hang(self, call: str, *, seconds: float, nth: int = 1) -> None:
         """Make the `nth` next call of `call` block for `seconds` before it runs."""
         self._at(call, nth, lambda: time.sleep(seconds))
+
+    def before(self, call: str, action: Callable[[], None], *, nth: int = 1) -> None:
+        """Run `action` just before the `nth` next call of `call` (tests crash the caller
+        there by raising)."""
+        self._at(call, nth, action)
 
     def _at(self, call: str, nth: int, action: Callable[[], None]) -> None:
         with self._lock:
@@ -238,12 +244,12 @@ class FakeNvml:
 
     def _enter(self, call: str) -> None:
         with self._lock:
-            self.calls.append(call)
             count = self._calls[call] = self._calls.get(call, 0) + 1
             due = [a for n, a in self._faults.get(call, []) if n == count]
             self._faults[call] = [(n, a) for n, a in self._faults.get(call, []) if n != count]
         for action in due:
             action()
+        self.calls.append(call)
         if not self._initialized and call not in ("nvmlInit", "nvmlShutdown"):
             raise NVMLError(errors.UNINITIALIZED)
 
