@@ -219,6 +219,31 @@ class FakeNvml:
             else:
                 instance.processes.append(_Process(pid))
 
+    def detach_process(self, gpu: int, pid: int) -> None:
+        """Process `pid` ends."""
+        with self._lock:
+            target = self._gpus[gpu]
+            groups = [target.processes] + [gi.processes for gi in target.instances.values()]
+            groups += [
+                ci.processes for gi in target.instances.values() for ci in gi.compute.values()
+            ]
+            for group in groups:
+                group[:] = [p for p in group if p.pid != pid]
+
+    def gpu_instance_id(self, gpu: int, instance: Instance) -> int | None:
+        """The GPU-instance id of `instance` on `gpu`, if it exists."""
+        model = self._gpus[gpu].model
+        for gi in self._gpus[gpu].instances.values():
+            if gi.start == instance.start and _profile(model, gi.profile_id).name == (
+                instance.profile
+            ):
+                return gi.id
+        return None
+
+    def gpu_count(self) -> int:
+        """How many GPUs are emulated."""
+        return len(self._gpus)
+
     def detach_processes(self, gpu: int) -> None:
         """Every process on `gpu` ends."""
         with self._lock:

@@ -18,19 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BAD = sorted((Path(__file__).parent / "bad-plans").glob("*.yaml"))
 
 
-@pytest.fixture(scope="module")
-def crds(control_plane):
-    control_plane.kubectl("apply", "-k", str(ROOT / "crds"))
-    control_plane.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/gpupartitionplans.migplan.io",
-        "crd/nodepartitions.migplan.io",
-    )
-    return control_plane
-
-
 def expectation(path: Path) -> tuple[str, str]:
     lines = dict(
         line[2:].split(": ", 1)

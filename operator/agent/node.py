@@ -1,0 +1,183 @@
+"""The node agent's loop body: read the NodePartition named after the node, bring each GPU
+to its target through NVML, restart the device plugin after a change, check the node's
+allocatable resources, and report status.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import structlog
+
+from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
+from migplan.operator.kube import client as kube
+from migplan.operator.nvml.adapter import NvmlAdapter
+from migplan.planner.catalog import Catalog
+from migplan.planner.layout import Instance, Layout
+from migplan.planner.nodepartition import (
+    Condition,
+    GpuObserved,
+    NodePartitionSpec,
+    NodePartitionStatus,
+)
+from migplan.planner.resources import is_mig_resource, resource_name
+
+log = structlog.get_logger("migplan.agent")
+Binding = tuple[int, Instance]
+
+
+class Bindings(Protocol):
+    """Which pod holds which instance (kubelet PodResources, or the simulated plugin)."""
+
+    def bindings(self, node: str) -> dict[Binding, str]: ...
+
+
+class DevicePlugin(Protocol):
+    """Makes the device plugin re-read the GPUs (deleting its pod, on a real node)."""
+
+    def restart(self, node: str) -> None: ...
+
+
+@dataclass
+class NodeAgent:
+    """One node's agent."""
+
+    api: Any
+    node: str
+    nvml: Callable[[], Any]
+    """Returns the NVML binding to use (pynvml, or a FakeNvml)."""
+    catalog: Catalog
+    bindings: Bindings
+    device_plugin: DevicePlugin
+    allocatable_timeout: float = 60.0
+
+    def run_once(self) -> NodePartitionStatus | None:
+        """One reconcile of the node's NodePartition; None if it has none."""
+        found = kube.get_node_partition(self.api, name=self.node)
+        if found is None:
+            return None
+        spec = NodePartitionSpec.model_validate(found["spec"])
+        generation = int(found["metadata"].get("generation", 0))
+        previous = found.get("status") or {}
+        held = self.bindings.bindings(self.node)
+        outcomes, observed = self._reconcile(spec, held)
+        changed = any(o.steps for o in outcomes)
+        phases = {o.phase for o in outcomes} or {GpuPhase.CONVERGED}
+        conditions = []
+        if changed:
+            self.device_plugin.restart(self.node)
+        if phases == {GpuPhase.CONVERGED}:
+            ready, message = self._allocatable_matches(observed)
+            phase = "Applied" if ready else "WaitingForDevicePlugin"
+            conditions.append(
+                _condition(
+                    "Ready", ready, "Applied" if ready else "Allocatable", message, generation
+                )
+            )
+        else:
+            worst = next(
+                p
+                for p in (
+                    GpuPhase.INVALID,
+                    GpuPhase.FAILED,
+                    GpuPhase.BLOCKED,
+                    GpuPhase.RESET_REQUIRED,
+                )
+                if p in phases
+            )
+            phase = worst.value
+            reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
+            conditions.append(_condition("Ready", False, worst.value, reasons, generation))
+        applied = generation if phase == "Applied" else previous.get("appliedGeneration")
+        status = NodePartitionStatus(
+            phase=phase,
+            applied_generation=applied,
+            gpu_count=len(observed),
+            gpus=tuple(observed),
+            conditions=tuple(conditions),
+        )
+        kube.patch_node_partition_status(
+            self.api,
+            name=self.node,
+            status=status.model_dump(mode="json", by_alias=True, exclude_none=True),
+        )
+        log.info(
+            "reconciled",
+            node=self.node,
+            phase=phase,
+            generation=generation,
+            steps=[s for o in outcomes for s in o.steps],
+        )
+        return status
+
+    def _reconcile(
+        self, spec: NodePartitionSpec, held: Mapping[Binding, str]
+    ) -> tuple[list[GpuOutcome], list[GpuObserved]]:
+        targets = {t.index: Layout.parse(t.layout) for t in spec.gpus}
+        outcomes, observed = [], []
+        with NvmlAdapter(self.nvml()) as nvml:
+            for device in nvml.devices():
+                model = self.catalog.model(device.name)
+                assigned = {i: pod for (gpu, i), pod in held.items() if gpu == device.index}
+                if device.index in targets:
+                    outcome = reconcile_gpu(
+                        nvml,
+                        index=device.index,
+                        model=model,
+                        desired=targets[device.index],
+                        assigned=assigned,
+                        evicted=spec.evicted_pods,
+                    )
+                    outcomes.append(outcome)
+                after_device = next(d for d in nvml.devices() if d.index == device.index)
+                layout = (
+                    nvml.layout(device.index, model)[0] if after_device.mig_enabled else (Layout())
+                )
+                observed.append(
+                    GpuObserved(
+                        index=device.index,
+                        uuid=device.uuid,
+                        model=model.model,
+                        mig_enabled=after_device.mig_enabled,
+                        layout=str(layout),
+                        in_use={
+                            str(i): pod
+                            for i, pod in sorted(assigned.items())
+                            if i in layout.instances
+                        },
+                    )
+                )
+        return outcomes, observed
+
+    def _allocatable_matches(self, observed: list[GpuObserved]) -> tuple[bool, str]:
+        """Wait until the node advertises exactly the MIG instances NVML shows."""
+        want: Counter[str] = Counter()
+        for gpu in observed:
+            want.update(resource_name(i.profile) for i in Layout.parse(gpu.layout).instances)
+        deadline = time.monotonic() + self.allocatable_timeout
+        while True:
+            allocatable = kube.get_node(self.api, name=self.node).status.allocatable or {}
+            have = Counter(
+                {k: int(v) for k, v in allocatable.items() if is_mig_resource(k) and int(v)}
+            )
+            if have == want:
+                return True, "NVML and the node's allocatable resources agree"
+            if time.monotonic() > deadline:
+                return False, f"node allocatable {dict(have)} != NVML {dict(want)}"
+            time.sleep(0.5)
+
+
+def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> Condition:
+    return Condition(
+        type=kind,
+        status="True" if ok else "False",
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        last_transition_time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )

@@ -1,0 +1,1 @@
+"""The one small layer through which migplan calls the Kubernetes API."""

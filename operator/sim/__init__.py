@@ -1,0 +1,1 @@
+"""Simulated cluster parts for tests and demos: GPU nodes whose GPUs are NVML emulators."""

@@ -1,0 +1,99 @@
+"""The node agent on the real control plane: a NodePartition is applied through the NVML
+emulator, the simulated device plugin advertises the new instances, the real scheduler
+places a pending pod on one, and a change that would destroy it is refused."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from nodes import gpu_node, mig_pod
+
+from migplan.operator.agent.node import NodeAgent
+from migplan.operator.kube import client as kube
+from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
+from migplan.planner.catalog import default_catalog
+
+pytestmark = pytest.mark.cluster
+
+
+def wait_for(check, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def partition(node: str, layout: str, evicted=()) -> dict:
+    return {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "NodePartition",
+        "metadata": {"name": node},
+        "spec": {
+            "nodeName": node,
+            "gpus": [{"index": 0, "layout": layout}],
+            "evictedPods": list(evicted),
+        },
+    }
+
+
+def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    nodes = {f"sim-h100-{i}": FakeNvml(["H100-80GB"], mig=True) for i in range(2)}
+    for name in nodes:
+        cp.kubectl(
+            "apply", "-f", "-", stdin=json.dumps(gpu_node(name, product="NVIDIA-H100-80GB-HBM3"))
+        )
+    plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
+    for name in nodes:
+        plugin.publish(name)
+    agent = NodeAgent(
+        api=api,
+        node="sim-h100-0",
+        nvml=lambda: nodes["sim-h100-0"],
+        catalog=default_catalog(),
+        bindings=plugin,
+        device_plugin=plugin,
+        allocatable_timeout=30,
+    )
+
+    kube.apply_node_partition(api, body=partition("sim-h100-0", "3g.40gb@0+3g.40gb@4"))
+    status = agent.run_once()
+    assert status is not None
+    assert status.phase == "Applied"
+    assert status.applied_generation == 1
+    assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
+    node = kube.get_node(api, name="sim-h100-0")
+    assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "2"
+    table = cp.kubectl("get", "np", "sim-h100-0").stdout.splitlines()[1].split()
+    assert table[:5] == ["sim-h100-0", "sim-h100-0", "1", "Applied", "1"]
+
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(mig_pod("serve-0", profile="3g.40gb")))
+    pod = wait_for(
+        lambda: (
+            (p := json.loads(cp.kubectl("get", "pod", "serve-0", "-o", "json").stdout))[
+                "status"
+            ].get("phase")
+            == "Running"
+            and p
+        ),
+        "the pod to run on the new instance",
+    )
+    assert pod["spec"]["nodeName"] == "sim-h100-0"
+    plugin.sync("sim-h100-0")
+    status = agent.run_once()
+    assert list(status.gpus[0].in_use.values()) == ["default/serve-0"]
+
+    # A target that would destroy the pod's instance is refused until the pod is evicted.
+    kube.apply_node_partition(api, body=partition("sim-h100-0", "7g.80gb@0"))
+    blocked = agent.run_once()
+    assert blocked.phase == "Blocked"
+    assert "default/serve-0, which has not been evicted" in blocked.conditions[0].message
+    assert blocked.applied_generation == 1
+    assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
