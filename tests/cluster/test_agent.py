@@ -12,9 +12,11 @@ from nodes import gpu_node, mig_pod
 
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.kube import client as kube
+from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
 from migplan.planner.catalog import default_catalog
+from migplan.planner.layout import Layout
 
 pytestmark = pytest.mark.cluster
 
@@ -97,3 +99,42 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     assert "default/serve-0, which has not been evicted" in blocked.conditions[0].message
     assert blocked.applied_generation == 1
     assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
+
+
+def test_one_process_simulates_fifty_gpu_nodes(crds) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    layouts = ["1g.10gb@0+1g.10gb@1+2g.20gb@2+3g.40gb@4", "7g.80gb@0"]
+    nodes = {}
+    for i in range(50):
+        fake = FakeNvml(["H100-80GB", "H100-80GB"], mig=True)
+        for gpu, layout in enumerate(layouts):
+            with NvmlAdapter(fake) as nvml:
+                model = default_catalog().model("H100-80GB")
+                for inst in Layout.parse(layout).instances:
+                    p = model.profile(inst.profile)
+                    nvml.create_instance(gpu, profile_id=p.id, start=inst.start, size=p.size)
+        nodes[f"fleet-{i:02d}"] = fake
+    manifests = [gpu_node(name, product="NVIDIA-H100-80GB-HBM3", gpus=2) for name in nodes]
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}),
+    )
+    plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
+    started = time.monotonic()
+    for name in nodes:
+        plugin.publish(name)
+    published = time.monotonic() - started
+    capacity = {
+        n.metadata.name: n.status.allocatable
+        for n in k8s.CoreV1Api(api).list_node(label_selector="type=kwok").items
+        if n.metadata.name.startswith("fleet-")
+    }
+    assert len(capacity) == 50
+    assert all(
+        c["nvidia.com/mig-7g.80gb"] == "1" and c["nvidia.com/mig-1g.10gb"] == "2"
+        for c in capacity.values()
+    )
+    assert published < 30
