@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+from kubernetes import client as k8s
 from nodes import gpu_node, mig_pod
 
 from migplan.operator.agent.node import NodeAgent
