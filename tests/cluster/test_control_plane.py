@@ -39,7 +39,8 @@ def test_api_server_runs_the_pinned_version_with_rbac(control_plane) -> None:
 def test_mig_pod_lands_only_on_a_node_that_offers_the_profile(control_plane) -> None:
     cp = control_plane
     apply(cp, gpu_node("gpu-a", product="NVIDIA-A100-SXM4-40GB", mig={"3g.20gb": 2}))
-    apply(cp, gpu_node("gpu-h", product="NVIDIA-H100-80GB-HBM3", mig={"1g.10gb": 7}))
+    # Profiles no other test's nodes offer: the cluster is shared by the whole session.
+    apply(cp, gpu_node("gpu-h", product="NVIDIA-H100-80GB-HBM3", mig={"1g.20gb": 4}))
     wait_for(
         lambda: all(
             any(
@@ -50,19 +51,19 @@ def test_mig_pod_lands_only_on_a_node_that_offers_the_profile(control_plane) -> 
         ),
         "kwok to make the nodes Ready",
     )
-    apply(cp, mig_pod("wants-1g", profile="1g.10gb"))
+    apply(cp, mig_pod("wants-1g", profile="1g.20gb"))
     pod = wait_for(
         lambda: (p := get(cp, "pod", "wants-1g"))["status"].get("phase") == "Running" and p,
         "the pod to run",
     )
     assert pod["spec"]["nodeName"] == "gpu-h"
-    apply(cp, mig_pod("wants-7g", profile="7g.80gb"))
+    apply(cp, mig_pod("wants-2g", profile="2g.24gb"))
     time.sleep(3)
-    stuck = get(cp, "pod", "wants-7g")
+    stuck = get(cp, "pod", "wants-2g")
     assert stuck["status"]["phase"] == "Pending"
     [condition] = [c for c in stuck["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert condition["reason"] == "Unschedulable"
-    assert "Insufficient nvidia.com/mig-7g.80gb" in condition["message"]
+    assert "Insufficient nvidia.com/mig-2g.24gb" in condition["message"]
 
 
 def test_controller_manager_keeps_pdb_status_and_deletes_namespaces(control_plane) -> None:
