@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -343,7 +344,7 @@ def main() -> None:
                 "benchmark": "planner",
                 "python": platform.python_version(),
                 "machine": platform.machine(),
-                "cpus": __import__("os").cpu_count(),
+                "cpus": os.cpu_count(),
                 "time_limit": args.time_limit,
                 "trace_mapping": scenarios.__doc__,
                 "bounds": bounds,

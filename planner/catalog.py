@@ -7,6 +7,7 @@ counts, media-engine classes); nothing else in the code base hard-codes a MIG la
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
 from functools import cached_property
@@ -189,8 +190,7 @@ class GpuModel(CamelModel):
 
 
 def _duplicates(values: Iterable[Any]) -> set[Any]:
-    seen: set[Any] = set()
-    return {v for v in values if v in seen or seen.add(v)}  # type: ignore[func-returns-value]
+    return {value for value, count in Counter(values).items() if count > 1}
 
 
 def normalize_product_name(name: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from migplan.planner.inventory import Inventory
-from migplan.planner.resources import is_mig_resource, profile_of
+from migplan.planner.resources import is_mig_resource, profile_of, resource_name
 from migplan.planner.spec import DemandSpec
 
 
@@ -40,8 +40,6 @@ class DemandItem:
     @property
     def resource(self) -> str:
         """The Kubernetes resource name of the profile."""
-        from migplan.planner.resources import resource_name
-
         return resource_name(self.profile)
 
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
+from migplan.planner.catalog import GpuModel
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
 from migplan.planner.solver.candidates import Candidate, allowed_new_profiles
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.spec import Disruption, PolicySpec
+
+
+def _most(model: GpuModel, profile: str) -> int:
+    """Most instances of `profile` one GPU of `model` can hold."""
+    return max(
+        layout.profile_counts()[profile] for layout in enumerate_layouts(model, profiles=[profile])
+    )
 
 
 class Explainer:
@@ -51,16 +60,12 @@ class Explainer:
 
     def capacity_without_pins(self, profile: str) -> int:
         """Most instances of `profile` the covered GPUs could hold if they were all empty."""
+        per_model = {g.model.model: g.model for g in self._gpus}
+        gpus_per_model = Counter(g.model.model for g in self._gpus)
         return sum(
-            max(
-                (
-                    layout.profile_counts()[profile]
-                    for layout in enumerate_layouts(g.model, profiles=[profile])
-                ),
-                default=0,
-            )
-            for g in self._gpus
-            if profile in g.model.profiles_by_name
+            gpus_per_model[key] * _most(model, profile)
+            for key, model in per_model.items()
+            if profile in model.profiles_by_name
         )
 
     def in_use(self, profile: str) -> int:

@@ -18,7 +18,6 @@ from migplan.planner.errors import LayoutSyntaxError
 
 EMPTY = "-"
 _INSTANCE = re.compile(r"^(?P<profile>[^@\s]+)@(?P<start>[0-9]+)$")
-_PROFILE = re.compile(PROFILE_NAME.pattern)
 # `+` joins instances but also begins suffixes such as `+me`; a joining `+` always follows the
 # digits of a start slot, a suffix `+` always follows `gb`.
 _SEPARATOR = re.compile(r"(?<=[0-9])\s*\+\s*")
@@ -68,7 +67,7 @@ class Layout:
                     f"bad layout {text!r}: {token!r} is not of the form PROFILE@START "
                     "(for example 3g.40gb@0+2g.20gb@4, or - for an empty GPU)"
                 )
-            if not _PROFILE.match(match["profile"]):
+            if not PROFILE_NAME.match(match["profile"]):
                 raise LayoutSyntaxError(
                     f"bad layout {text!r}: {match['profile']!r} is not a MIG profile name "
                     "(such as 1g.10gb, 3g.40gb or 1g.10gb+me)"

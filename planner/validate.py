@@ -188,17 +188,16 @@ def _check_demand(
                         "requested",
                     )
                 )
-    for profile, count in sorted(pinned.items()):
-        evicted_anywhere = any(gp.evict for gp in plan.gpus)
-        if evicted_anywhere and total[profile] < count:
-            problems.append(
-                Problem(
-                    f"profile {profile}",
-                    f"{count} pods use it but the "
-                    f"targets hold only {total[profile]}: evicted pods could "
-                    "not be rescheduled",
-                )
+    if any(gp.evict for gp in plan.gpus):
+        problems += [
+            Problem(
+                f"profile {profile}",
+                f"{count} pods use it but the targets hold only "
+                f"{total[profile]}: evicted pods could not be rescheduled",
             )
+            for profile, count in sorted(pinned.items())
+            if total[profile] < count
+        ]
     return problems
 
 

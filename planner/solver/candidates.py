@@ -118,6 +118,7 @@ def candidates_for(
         changed = entry.instances != current or (not cls.mig_enabled and bool(extra))
         if changed and cls.whole_gpu_used and not may_evict:
             continue
+        # diff.removed_instances / added_instances on frozensets (this loop is hot)
         removed = current if rebuild and changed else current - entry.instances
         created = entry.instances if rebuild and changed else extra
         lost = cls.pins & removed
