@@ -29,8 +29,13 @@ ensure_venv() {
     "$python" -m venv "$VENV"
   fi
   log "installing migplan and its dependencies into $VENV (first run takes about a minute)"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -c constraints.txt -e '.[dev]'
+  local install_log="$VENV/install.log"
+  if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
+         "$VENV/bin/python" -m pip install --disable-pip-version-check \
+           -c constraints.txt -e '.[dev]'; } > "$install_log" 2>&1; then
+    tail -n 30 "$install_log" >&2
+    log "error: installing migplan failed; the whole log is in $install_log"
+    return 1
+  fi
   echo "$want" > "$stamp"
 }
