@@ -262,6 +262,37 @@ class NvmlAdapter:
             found.setdefault(int(gi), []).extend(int(p.pid) for p in processes)
         return found
 
+    def mig_devices(self, index: int) -> dict[str, int]:
+        """MIG device UUID (what the device plugin hands to pods) -> GPU-instance id."""
+        handle = self._handle(index)
+        where = f"GPU {index}"
+        found = {}
+        count = self._call(
+            "nvmlDeviceGetMaxMigDeviceCount",
+            where,
+            self._nvml.nvmlDeviceGetMaxMigDeviceCount,
+            handle,
+        )
+        for k in range(int(count)):
+            try:
+                mig = self._call(
+                    "nvmlDeviceGetMigDeviceHandleByIndex",
+                    where,
+                    self._nvml.nvmlDeviceGetMigDeviceHandleByIndex,
+                    handle,
+                    k,
+                )
+            except errors.NvmlError as exc:
+                if exc.code in (errors.NOT_FOUND, errors.INVALID_ARGUMENT):
+                    continue
+                raise
+            uuid = self._call("nvmlDeviceGetUUID", where, self._nvml.nvmlDeviceGetUUID, mig)
+            gi = self._call(
+                "nvmlDeviceGetGpuInstanceId", where, self._nvml.nvmlDeviceGetGpuInstanceId, mig
+            )
+            found[_text(uuid)] = int(gi)
+        return found
+
     def layout(self, index: int, model: GpuModel) -> tuple[Layout, dict[Instance, GpuInstance]]:
         """The GPU's instances as a layout of `model`, and the NVML instance behind each."""
         by_instance = {}

@@ -320,8 +320,10 @@ class FakeNvml:
         self._enter("nvmlDeviceGetName")
         return self._gpu(handle).model.products[0].nvml
 
-    def nvmlDeviceGetUUID(self, handle: _DeviceHandle) -> str:
+    def nvmlDeviceGetUUID(self, handle: _DeviceHandle | _MigDeviceHandle) -> str:
         self._enter("nvmlDeviceGetUUID")
+        if isinstance(handle, _MigDeviceHandle):
+            return f"MIG-{self._gpus[handle.gpu].uuid[4:]}-{handle.gi}-{handle.ci}"
         return self._gpu(handle).uuid
 
     def nvmlDeviceGetMemoryInfo(self, handle: _DeviceHandle) -> Any:
