@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.cli import catalog_commands, crds, nvml_info, preview
+from migplan.operator.cli import agent, catalog_commands, crds, nvml_info, preview
 from migplan.operator.cli.context import CliState
 from migplan.operator.logs import configure_logging
 from migplan.operator.nvml.errors import NvmlError
@@ -40,6 +40,7 @@ catalog_commands.register(app)
 app.command("preview")(preview.preview)
 app.command("crds")(crds.crds)
 app.command("nvml-info")(nvml_info.nvml_info)
+app.command("agent")(agent.agent)
 
 
 def _print_version(value: bool) -> None:

@@ -18,9 +18,9 @@ NODE_PARTITIONS = "nodepartitions"
 def connect(*, kubeconfig: str | None = None) -> client.ApiClient:
     """An API client from `kubeconfig`, or the in-cluster service account when None."""
     if kubeconfig:
-        api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        api = config.new_client_from_config(config_file=kubeconfig)
         return cast(client.ApiClient, api)
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
+    config.load_incluster_config()
     return client.ApiClient()
 
 
@@ -90,3 +90,23 @@ def delete_pods(api: client.ApiClient, *, namespace: str, label_selector: str, n
         assert pod.metadata.name is not None
         core.delete_namespaced_pod(pod.metadata.name, namespace)
     return len(pods)
+
+
+def watch_node_partition(api: client.ApiClient, *, name: str, timeout: int) -> list[str]:
+    """Block until the NodePartition `name` changes or `timeout` seconds pass; the event
+    types seen (empty on a time-out)."""
+    from kubernetes import watch
+
+    stream = watch.Watch()
+    seen = []
+    for event in stream.stream(
+        client.CustomObjectsApi(api).list_cluster_custom_object,
+        GROUP,
+        VERSION,
+        NODE_PARTITIONS,
+        field_selector=f"metadata.name={name}",
+        timeout_seconds=timeout,
+    ):
+        seen.append(str(event["type"]))
+        stream.stop()
+    return seen

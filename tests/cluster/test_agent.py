@@ -5,13 +5,21 @@ places a pending pod on one, and a change that would destroy it is refused."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 from nodes import gpu_node, mig_pod
 
 from migplan.operator.agent.node import NodeAgent
+from migplan.operator.cli.app import run
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
@@ -139,3 +147,80 @@ def test_one_process_simulates_fifty_gpu_nodes(crds) -> None:
         for c in capacity.values()
     )
     assert published < 30
+
+
+def np_status(cp, name: str) -> dict:
+    return json.loads(cp.kubectl("get", "np", name, "-o", "json").stdout).get("status", {})
+
+
+def test_agent_command_once(crds, capsys) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(gpu_node("cli-a30", product="NVIDIA-A30")))
+    kube.apply_node_partition(api, body=partition("cli-a30", "2g.12gb@0+1g.6gb@2+1g.6gb@3"))
+    code = run(
+        [
+            "agent",
+            "--node",
+            "cli-a30",
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "--simulate",
+            "A30",
+            "--once",
+        ]
+    )
+    assert code == 0
+    assert "cli-a30: Applied" in capsys.readouterr().out
+    allocatable = kube.get_node(api, name="cli-a30").status.allocatable
+    assert allocatable["nvidia.com/mig-1g.6gb"] == "2"
+    assert np_status(cp, "cli-a30")["gpus"][0]["layout"] == "2g.12gb@0+1g.6gb@2+1g.6gb@3"
+
+
+def test_agent_process_follows_changes_and_stops_cleanly(crds, tmp_path) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    cp.kubectl(
+        "apply", "-f", "-", stdin=json.dumps(gpu_node("loop-h100", product="NVIDIA-H100-80GB-HBM3"))
+    )
+    kube.apply_node_partition(api, body=partition("loop-h100", "7g.80gb@0"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    migplan = str(Path(sys.executable).parent / "migplan")
+    proc = subprocess.Popen(
+        [
+            migplan,
+            "agent",
+            "--node",
+            "loop-h100",
+            "--kubeconfig",
+            str(cp.kubeconfig),
+            "--simulate",
+            "H100-80GB",
+            "--interval",
+            "2",
+            "--liveness",
+            f"http://127.0.0.1:{port}/healthz",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "MIGPLAN_LOG_LEVEL": "info"},
+    )
+    try:
+        wait_for(lambda: np_status(cp, "loop-h100").get("phase") == "Applied", "first pass")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            assert reply.status == 200
+        kube.apply_node_partition(api, body=partition("loop-h100", "4g.40gb@0+3g.40gb@4"))
+        wait_for(
+            lambda: np_status(cp, "loop-h100").get("appliedGeneration") == 2,
+            "the agent to apply the changed spec",
+            timeout=30,
+        )
+        assert np_status(cp, "loop-h100")["gpus"][0]["layout"] == "4g.40gb@0+3g.40gb@4"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, output
+    assert '"event": "reconciled"' in output

@@ -1,0 +1,78 @@
+"""The agent's long-running loop and its liveness endpoint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlparse
+
+import structlog
+
+from migplan.operator.agent.node import NodeAgent
+from migplan.operator.kube import client as kube
+
+log = structlog.get_logger("migplan.agent")
+
+
+@dataclass
+class Health:
+    """Alive while the loop keeps finishing passes."""
+
+    interval: float
+    last: float = field(default_factory=time.monotonic)
+
+    def beat(self) -> None:
+        """A pass finished."""
+        self.last = time.monotonic()
+
+    def alive(self) -> bool:
+        """No pass for three intervals means stuck."""
+        return time.monotonic() - self.last < 3 * self.interval + 30
+
+
+def serve_liveness(url: str, health: Health) -> ThreadingHTTPServer:
+    """Answer GET <path of url> with 200 while `health` is alive, 503 otherwise."""
+    parsed = urlparse(url)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == parsed.path and health.alive()
+            self.send_response(200 if ok else 503 if self.path == parsed.path else 404)
+            self.end_headers()
+            self.wfile.write(b"ok\n" if ok else b"stuck\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((parsed.hostname or "0.0.0.0", parsed.port or 8081), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="liveness").start()
+    return server
+
+
+def run(
+    agent: NodeAgent,
+    *,
+    stop: threading.Event,
+    interval: float,
+    health: Health,
+    before_pass: Any = None,
+) -> None:
+    """Reconcile now, then whenever the NodePartition changes, and every `interval`."""
+    while not stop.is_set():
+        try:
+            if before_pass:
+                before_pass()
+            agent.run_once()
+            health.beat()
+        except Exception:
+            log.exception("pass failed", node=agent.node)
+            stop.wait(min(interval, 5))
+            continue
+        try:
+            kube.watch_node_partition(agent.api, name=agent.node, timeout=int(interval))
+        except Exception:
+            log.warning("watch failed", node=agent.node)
+            stop.wait(min(interval, 5))

@@ -1,0 +1,127 @@
+"""`migplan agent`: the node agent (one per GPU node, run by the DaemonSet)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Annotated, Any
+
+import typer
+
+from migplan.operator.agent.loop import Health, run, serve_liveness
+from migplan.operator.agent.node import NodeAgent
+from migplan.operator.cli.context import state
+from migplan.operator.kube import client as kube
+from migplan.planner.errors import MigplanInputError
+
+
+class PodDeletingDevicePlugin:
+    """Restart the NVIDIA device plugin on a node by deleting its pod there."""
+
+    def __init__(self, *, api: Any, namespace: str, selector: str) -> None:
+        self._api, self._namespace, self._selector = api, namespace, selector
+
+    def restart(self, node: str) -> None:
+        kube.delete_pods(
+            self._api, namespace=self._namespace, label_selector=self._selector, node=node
+        )
+
+
+def agent(
+    ctx: typer.Context,
+    node: Annotated[
+        str,
+        typer.Option(
+            "--node", envvar="NODE_NAME", help="This node's name (the DaemonSet sets NODE_NAME)."
+        ),
+    ],
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            envvar="KUBECONFIG",
+            help="Kubeconfig to use; in a pod the service account is used.",
+        ),
+    ] = None,
+    simulate: Annotated[
+        str | None,
+        typer.Option(
+            "--simulate",
+            metavar="MODEL[,MODEL...]",
+            help="Emulated GPUs (MIG on) and a simulated device plugin instead of NVML and the "
+            "kubelet: for demos and tests.",
+        ),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option(help="Seconds between passes without changes.", min=1)
+    ] = 30.0,
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+    liveness: Annotated[
+        str | None,
+        typer.Option(help="Serve a liveness endpoint, e.g. http://0.0.0.0:8081/healthz."),
+    ] = None,
+    device_plugin_namespace: Annotated[
+        str, typer.Option(help="Namespace of the NVIDIA device-plugin pods.")
+    ] = "gpu-operator",
+    device_plugin_selector: Annotated[
+        str, typer.Option(help="Label selector of the device-plugin pods.")
+    ] = "app=nvidia-device-plugin-daemonset",
+) -> None:
+    """Run the node agent: make this node's GPUs match its NodePartition.
+
+    It reads the truth from NVML, destroys only instances that no process uses and no pod
+    holds (unless the operator evicted that pod), creates instances at exact placements,
+    restarts the device plugin, checks the node's allocatable resources and reports status.
+    """
+    catalog = state(ctx).catalog
+    api = kube.connect(kubeconfig=kubeconfig)
+    before_pass = None
+    if simulate:
+        from migplan.operator.nvml.emulator import FakeNvml
+        from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
+
+        models = [m.strip() for m in simulate.split(",") if m.strip()]
+        if not models:
+            raise MigplanInputError("--simulate needs at least one GPU model")
+        fake = FakeNvml([catalog.model(m) for m in models], mig=True)
+        plugin = SimulatedDevicePlugin(api=api, nodes={node: fake})
+        plugin.publish(node)
+        worker = NodeAgent(
+            api=api,
+            node=node,
+            nvml=lambda: fake,
+            catalog=catalog,
+            bindings=plugin,
+            device_plugin=plugin,
+        )
+        before_pass = lambda: plugin.sync(node)  # noqa: E731
+    else:
+        from migplan.operator.agent.podresources import PodResourcesBindings
+        from migplan.operator.nvml.adapter import default_nvml
+
+        nvml = default_nvml()
+        worker = NodeAgent(
+            api=api,
+            node=node,
+            nvml=lambda: nvml,
+            catalog=catalog,
+            bindings=PodResourcesBindings(nvml=nvml, catalog=catalog),
+            device_plugin=PodDeletingDevicePlugin(
+                api=api, namespace=device_plugin_namespace, selector=device_plugin_selector
+            ),
+        )
+    if once:
+        if before_pass:
+            before_pass()
+        status = worker.run_once()
+        typer.echo(f"{node}: {status.phase if status else 'no NodePartition'}")
+        return
+    health = Health(interval)
+    if liveness:
+        serve_liveness(liveness, health)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    os.environ.setdefault("MIGPLAN_LOG_LEVEL", "info")
+    run(worker, stop=stop, interval=interval, health=health, before_pass=before_pass)
