@@ -5,27 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.loop import Health, run, serve_liveness
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli.context import state
 from migplan.operator.kube import client as kube
 from migplan.planner.errors import MigplanInputError
-
-
-class PodDeletingDevicePlugin:
-    """Restart the NVIDIA device plugin on a node by deleting its pod there."""
-
-    def __init__(self, *, api: Any, namespace: str, selector: str) -> None:
-        self._api, self._namespace, self._selector = api, namespace, selector
-
-    def restart(self, node: str) -> None:
-        kube.delete_pods(
-            self._api, namespace=self._namespace, label_selector=self._selector, node=node
-        )
 
 
 def agent(

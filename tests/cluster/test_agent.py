@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client as k8s
 from nodes import gpu_node, mig_pod
 
+from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli.app import run
 from migplan.operator.kube import client as kube
@@ -108,6 +109,23 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     assert "default/serve-0, which has not been evicted" in blocked.conditions[0].message
     assert blocked.applied_generation == 1
     assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
+
+    # The operator evicts the pod and says so in the spec; once it is gone the change goes on.
+    cp.kubectl("delete", "pod", "serve-0", "--wait=true", "--timeout=60s")
+    kube.apply_node_partition(
+        api, body=partition("sim-h100-0", "7g.80gb@0", evicted=["default/serve-0"])
+    )
+    plugin.sync("sim-h100-0")
+    applied = agent.run_once()
+    assert applied.phase == "Applied"
+    assert applied.applied_generation == 3
+    assert str(nodes["sim-h100-0"].layout(0)) == "7g.80gb@0"
+
+    # Same spec again: no NVML change at all.
+    nodes["sim-h100-0"].calls.clear()
+    assert agent.run_once().phase == "Applied"
+    changing = ("Create", "Destroy", "SetMigMode")
+    assert not [c for c in nodes["sim-h100-0"].calls if any(w in c for w in changing)]
 
 
 def test_one_process_simulates_fifty_gpu_nodes(crds) -> None:
@@ -224,3 +242,39 @@ def test_agent_process_follows_changes_and_stops_cleanly(crds, tmp_path) -> None
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, output
     assert '"event": "reconciled"' in output
+
+
+def test_device_plugin_restart_deletes_only_this_nodes_plugin_pod(crds) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}
+        ),
+    )
+    for node in ("dp-node-a", "dp-node-b"):
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(gpu_node(node, product="NVIDIA-A30")))
+        pod = mig_pod(f"plugin-{node}", profile="1g.6gb", namespace="gpu-operator")
+        pod["metadata"]["labels"] = {"app": "nvidia-device-plugin-daemonset"}
+        pod["spec"]["containers"][0]["resources"] = {}
+        pod["spec"]["nodeName"] = node
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    PodDeletingDevicePlugin(
+        api=api, namespace="gpu-operator", selector="app=nvidia-device-plugin-daemonset"
+    ).restart("dp-node-a")
+    wait_for(
+        lambda: (
+            cp.kubectl(
+                "get", "pod", "plugin-dp-node-a", "-n", "gpu-operator", check=False
+            ).returncode
+            != 0
+        ),
+        "the plugin pod to be deleted",
+    )
+    assert (
+        cp.kubectl("get", "pod", "plugin-dp-node-b", "-n", "gpu-operator", check=False).returncode
+        == 0
+    )
