@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -17,6 +17,7 @@ import structlog
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
+from migplan.operator.nvml.compare import compare
 from migplan.planner.catalog import Catalog
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.nodepartition import (
@@ -55,6 +56,8 @@ class NodeAgent:
     bindings: Bindings
     device_plugin: DevicePlugin
     allocatable_timeout: float = 60.0
+    profile_differences: list[str] | None = field(default=None, init=False)
+    """How NVML's profiles differ from profiles/, checked on the first pass."""
 
     def run_once(self) -> NodePartitionStatus | None:
         """One reconcile of the node's NodePartition; None if it has none."""
@@ -93,6 +96,7 @@ class NodeAgent:
             phase = worst.value
             reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
             conditions.append(_condition("Ready", False, worst.value, reasons, generation))
+        conditions.append(self._profiles_condition(generation))
         applied = generation if phase == "Applied" else previous.get("appliedGeneration")
         status = NodePartitionStatus(
             phase=phase,
@@ -115,12 +119,44 @@ class NodeAgent:
         )
         return status
 
+    def _check_profiles(self, nvml: NvmlAdapter) -> None:
+        """Compare NVML's profiles and placements with profiles/ once; warn on a mismatch."""
+        if self.profile_differences is not None:
+            return
+        self.profile_differences = []
+        for device in nvml.devices():
+            model = self.catalog.model(device.name)
+            for difference in compare(model, nvml.profiles(device.index)):
+                self.profile_differences.append(f"GPU {device.index}: {difference}")
+        if self.profile_differences:
+            log.warning(
+                "profiles differ from the hardware",
+                node=self.node,
+                differences=self.profile_differences,
+            )
+
+    def _profiles_condition(self, generation: int) -> Condition:
+        differences = self.profile_differences or []
+        message = (
+            "; ".join(differences)
+            if differences
+            else ("NVML's profiles and placements match profiles/")
+        )
+        return _condition(
+            "ProfilesMatch",
+            not differences,
+            "Mismatch" if differences else "Match",
+            message,
+            generation,
+        )
+
     def _reconcile(
         self, spec: NodePartitionSpec, held: Mapping[Binding, str]
     ) -> tuple[list[GpuOutcome], list[GpuObserved]]:
         targets = {t.index: Layout.parse(t.layout) for t in spec.gpus}
         outcomes, observed = [], []
         with NvmlAdapter(self.nvml()) as nvml:
+            self._check_profiles(nvml)
             for device in nvml.devices():
                 model = self.catalog.model(device.name)
                 assigned = {i: pod for (gpu, i), pod in held.items() if gpu == device.index}

@@ -80,6 +80,8 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     assert status is not None
     assert status.phase == "Applied"
     assert status.applied_generation == 1
+    profiles = next(c for c in status.conditions if c.type == "ProfilesMatch")
+    assert profiles.status == "True"
     assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
     node = kube.get_node(api, name="sim-h100-0")
     assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "2"
@@ -106,7 +108,8 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     kube.apply_node_partition(api, body=partition("sim-h100-0", "7g.80gb@0"))
     blocked = agent.run_once()
     assert blocked.phase == "Blocked"
-    assert "default/serve-0, which has not been evicted" in blocked.conditions[0].message
+    ready = next(c for c in blocked.conditions if c.type == "Ready")
+    assert "default/serve-0, which has not been evicted" in ready.message
     assert blocked.applied_generation == 1
     assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
 
@@ -278,3 +281,36 @@ def test_device_plugin_restart_deletes_only_this_nodes_plugin_pod(crds) -> None:
         cp.kubectl("get", "pod", "plugin-dp-node-b", "-n", "gpu-operator", check=False).returncode
         == 0
     )
+
+
+def test_agent_reports_profiles_that_differ_from_the_hardware(crds) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    real = default_catalog().model("H200-141GB")
+    # A "hardware" H200 whose 3g.71gb only starts at 4 (our starts are inferred from H100).
+    hardware = real.model_copy(
+        update={
+            "profiles": tuple(
+                p.model_copy(update={"starts": (4,)}) if p.name == "3g.71gb" else p
+                for p in real.profiles
+            )
+        }
+    )
+    fake = FakeNvml([hardware], mig=True)
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(gpu_node("h200-odd", product="NVIDIA-H200")))
+    plugin = SimulatedDevicePlugin(api=api, nodes={"h200-odd": fake})
+    plugin.publish("h200-odd")
+    kube.apply_node_partition(api, body=partition("h200-odd", "7g.141gb@0"))
+    agent = NodeAgent(
+        api=api,
+        node="h200-odd",
+        nvml=lambda: fake,
+        catalog=default_catalog(),
+        bindings=plugin,
+        device_plugin=plugin,
+        allocatable_timeout=30,
+    )
+    status = agent.run_once()
+    profiles = next(c for c in status.conditions if c.type == "ProfilesMatch")
+    assert profiles.status == "False"
+    assert "3g.71gb: placements is {4}:4 on this GPU, {0,4}:4 in profiles/" in profiles.message
