@@ -48,7 +48,7 @@ def test_the_python_model_agrees(path) -> None:
 
 def test_examples_apply_and_show_printer_columns(crds) -> None:
     crds.kubectl("apply", "-f", str(ROOT / "examples" / "plan.yaml"))
-    table = crds.kubectl("get", "gpp").stdout
+    table = crds.kubectl("get", "gpp", "shared-pool").stdout
     assert table.split()[:6] == ["NAME", "PHASE", "NODES", "DEMAND-MET", "WINDOW", "AGE"]
     assert "shared-pool" in table
     assert "0 2 * * 6" in table
@@ -85,6 +85,6 @@ def test_node_partition_spec_and_status_round_trip(crds) -> None:
         "-p",
         json.dumps({"status": {"phase": "Applied", "appliedGeneration": 1, "gpuCount": 1}}),
     )
-    table = crds.kubectl("get", "np").stdout
+    table = crds.kubectl("get", "np", "gpu-node-1").stdout
     assert table.split()[:6] == ["NAME", "NODE", "GPUS", "PHASE", "APPLIED", "AGE"]
     assert table.splitlines()[1].split()[:5] == ["gpu-node-1", "gpu-node-1", "1", "Applied", "1"]
