@@ -138,3 +138,11 @@ def test_injected_error_on_the_nth_call_and_a_hang() -> None:
     started = time.monotonic()
     fake.nvmlDeviceGetCount()
     assert time.monotonic() - started >= 0.3
+
+
+def test_me_all_allows_only_no_media_neighbours_on_rtx_pro_6000() -> None:
+    fake, h = nvml("RTX-PRO-6000")
+    create(fake, h, 65, 0, 3)  # 1g.24gb+me.all
+    assert code_of(lambda: create(fake, h, 14, 3, 3)) == errors.INSUFFICIENT_RESOURCES  # plain
+    create(fake, h, 67, 3, 3)  # 1g.24gb-me is fine
+    assert str(fake.layout(0)) == "1g.24gb+me.all@0+1g.24gb-me@3"
