@@ -228,9 +228,8 @@ class NvmlAdapter:
                 found.append((int(ci_info.id), ci))
         return found
 
-    def _pids_by_instance(self, handle: Any, where: str) -> dict[int, list[int]]:
-        """Processes per GPU-instance id, through the MIG device handles."""
-        found: dict[int, list[int]] = {}
+    def _mig_handles(self, handle: Any, where: str) -> Iterator[tuple[Any, int]]:
+        """Each MIG device of the GPU with its GPU-instance id."""
         count = self._call(
             "nvmlDeviceGetMaxMigDeviceCount",
             where,
@@ -253,45 +252,28 @@ class NvmlAdapter:
             gi = self._call(
                 "nvmlDeviceGetGpuInstanceId", where, self._nvml.nvmlDeviceGetGpuInstanceId, mig
             )
+            yield mig, int(gi)
+
+    def _pids_by_instance(self, handle: Any, where: str) -> dict[int, list[int]]:
+        """Processes per GPU-instance id."""
+        found: dict[int, list[int]] = {}
+        for mig, gi in self._mig_handles(handle, where):
             processes = self._call(
                 "nvmlDeviceGetComputeRunningProcesses",
                 where,
                 self._nvml.nvmlDeviceGetComputeRunningProcesses,
                 mig,
             )
-            found.setdefault(int(gi), []).extend(int(p.pid) for p in processes)
+            found.setdefault(gi, []).extend(int(p.pid) for p in processes)
         return found
 
     def mig_devices(self, index: int) -> dict[str, int]:
         """MIG device UUID (what the device plugin hands to pods) -> GPU-instance id."""
-        handle = self._handle(index)
         where = f"GPU {index}"
-        found = {}
-        count = self._call(
-            "nvmlDeviceGetMaxMigDeviceCount",
-            where,
-            self._nvml.nvmlDeviceGetMaxMigDeviceCount,
-            handle,
-        )
-        for k in range(int(count)):
-            try:
-                mig = self._call(
-                    "nvmlDeviceGetMigDeviceHandleByIndex",
-                    where,
-                    self._nvml.nvmlDeviceGetMigDeviceHandleByIndex,
-                    handle,
-                    k,
-                )
-            except errors.NvmlError as exc:
-                if exc.code in (errors.NOT_FOUND, errors.INVALID_ARGUMENT):
-                    continue
-                raise
-            uuid = self._call("nvmlDeviceGetUUID", where, self._nvml.nvmlDeviceGetUUID, mig)
-            gi = self._call(
-                "nvmlDeviceGetGpuInstanceId", where, self._nvml.nvmlDeviceGetGpuInstanceId, mig
-            )
-            found[_text(uuid)] = int(gi)
-        return found
+        return {
+            _text(self._call("nvmlDeviceGetUUID", where, self._nvml.nvmlDeviceGetUUID, mig)): gi
+            for mig, gi in self._mig_handles(self._handle(index), where)
+        }
 
     def layout(self, index: int, model: GpuModel) -> tuple[Layout, dict[Instance, GpuInstance]]:
         """The GPU's instances as a layout of `model`, and the NVML instance behind each."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 from nodes import gpu_node, mig_pod
+from waiting import wait_for
 
 from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.node import NodeAgent
@@ -29,16 +30,6 @@ from migplan.planner.catalog import default_catalog
 from migplan.planner.layout import Layout
 
 pytestmark = pytest.mark.cluster
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def partition(node: str, layout: str, evicted=()) -> dict:

@@ -7,22 +7,13 @@ import time
 
 import pytest
 from nodes import gpu_node, mig_pod
+from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
 def apply(cp, manifest: dict) -> None:
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def get(cp, *args: str) -> dict:
