@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
 
 from migplan.operator.cli import agent, catalog_commands, crds, nvml_info, preview
 from migplan.operator.cli.context import CliState
@@ -22,6 +24,7 @@ from migplan.planner.errors import MigplanInputError
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70
 EXIT_NVML = 3
+EXIT_API = 4
 
 app = typer.Typer(
     name="migplan",
@@ -38,6 +41,7 @@ app = typer.Typer(
 )
 catalog_commands.register(app)
 app.command("preview")(preview.preview)
+app.command("inventory")(preview.inventory)
 app.command("crds")(crds.crds)
 app.command("nvml-info")(nvml_info.nvml_info)
 app.command("agent")(agent.agent)
@@ -102,6 +106,13 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("aborted", 130)
     except MigplanInputError as exc:
         return _fail(str(exc), EXIT_BAD_INPUT)
+    except ApiException as exc:
+        return _fail(
+            f"the Kubernetes API answered {exc.status} {exc.reason}: {(exc.body or '')[:300]}",
+            EXIT_API,
+        )
+    except MaxRetryError as exc:
+        return _fail(f"cannot reach the Kubernetes API: {exc.reason}", EXIT_API)
     except NvmlError as exc:
         return _fail(
             f"{exc} (is this a GPU node with the NVIDIA driver? --simulate MODEL "

@@ -17,7 +17,7 @@ from migplan.operator.cli.context import console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.planner.catalog import Catalog
-from migplan.planner.errors import MigplanInputError
+from migplan.planner.inventory import Inventory
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
 from migplan.planner.plan import GpuPlan, OperationKind, Plan
@@ -145,6 +145,41 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
     _print_solver(out, plan)
 
 
+def live_inventory(kubeconfig: str | None) -> Inventory:
+    """The live cluster's inventory; GPU nodes left out are named on stderr."""
+    from migplan.operator.cluster_inventory import read_inventory
+    from migplan.operator.kube import client as kube
+
+    snapshot = read_inventory(kube.connect(kubeconfig=kubeconfig))
+    for node, why in sorted(snapshot.left_out.items()):
+        typer.echo(f"migplan: warning: node {node} left out: {why}", err=True)
+    return snapshot.inventory
+
+
+def inventory(
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", envvar="KUBECONFIG", help="Kubeconfig to use."),
+    ] = None,
+    output: Annotated[
+        PreviewFormat, typer.Option("--output", "-o", help="yaml or json.")
+    ] = PreviewFormat.YAML,
+) -> None:
+    """Print the live cluster as an Inventory file, for `migplan preview --cluster` offline.
+
+    GPU nodes (GPU feature discovery's nvidia.com/mig.capable=true) with the layouts and
+    in-use instances their agents report, namespaces' labels, and the pods pending on
+    nvidia.com/mig-* resources.
+    """
+    document = live_inventory(kubeconfig).model_dump(
+        mode="json", by_alias=True, exclude_defaults=False
+    )
+    if output is PreviewFormat.JSON:
+        typer.echo(json.dumps(document, indent=2))
+    else:
+        typer.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
+
+
 def preview(
     ctx: typer.Context,
     plan_file: Annotated[
@@ -158,12 +193,21 @@ def preview(
         typer.Option(
             "--cluster",
             metavar="INVENTORY.yaml",
-            help="Plan against this inventory file instead of a live cluster.",
+            help="Plan against this inventory file (from `migplan inventory`, or written by "
+            "hand) instead of the live cluster.",
         ),
     ] = None,
     output: Annotated[
         PreviewFormat, typer.Option("--output", "-o", help="text, yaml or json.")
     ] = PreviewFormat.TEXT,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            envvar="KUBECONFIG",
+            help="Kubeconfig for the live cluster (without --cluster).",
+        ),
+    ] = None,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
 
@@ -171,14 +215,9 @@ def preview(
     NVML operations, the pods that would be evicted, the demand met and unmet (with reasons)
     and the solver's figures. -o json / -o yaml print the whole plan as one document.
     """
-    if cluster is None:
-        raise MigplanInputError(
-            "reading the live cluster is not available yet; pass --cluster INVENTORY.yaml "
-            "(see examples/cluster.yaml)"
-        )
     cli = state(ctx)
     manifest = load_plan_manifest(plan_file)
-    inventory = load_inventory(cluster)
+    inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
     outcome = plan_fleet(manifest, inventory, cli.catalog)
     document = outcome.plan.model_dump(mode="json", by_alias=True)
     if output is PreviewFormat.JSON:

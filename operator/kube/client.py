@@ -11,16 +11,23 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from migplan.planner.errors import MigplanInputError
+
 GROUP, VERSION = "migplan.io", "v1alpha1"
 NODE_PARTITIONS = "nodepartitions"
 
 
 def connect(*, kubeconfig: str | None = None) -> client.ApiClient:
     """An API client from `kubeconfig`, or the in-cluster service account when None."""
-    if kubeconfig:
-        api = config.new_client_from_config(config_file=kubeconfig)
-        return cast(client.ApiClient, api)
-    config.load_incluster_config()
+    try:
+        if kubeconfig:
+            api = config.new_client_from_config(config_file=kubeconfig)
+            return cast(client.ApiClient, api)
+        config.load_incluster_config()
+    except (config.ConfigException, OSError) as exc:
+        raise MigplanInputError(
+            f"no cluster to talk to ({' '.join(str(exc).split())}): set KUBECONFIG or --kubeconfig"
+        ) from None
     return client.ApiClient()
 
 
@@ -110,3 +117,32 @@ def watch_node_partition(api: client.ApiClient, *, name: str, timeout: int) -> l
         seen.append(str(event["type"]))
         stream.stop()
     return seen
+
+
+def list_nodes(api: client.ApiClient, *, label_selector: str) -> list[Any]:
+    """Nodes matching `label_selector`."""
+    return list(client.CoreV1Api(api).list_node(label_selector=label_selector).items)
+
+
+def list_node_partitions(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every NodePartition."""
+    found = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, NODE_PARTITIONS)
+    return list(cast(dict[str, Any], found)["items"])
+
+
+def namespace_labels(api: client.ApiClient) -> dict[str, dict[str, str]]:
+    """Namespace name -> its labels."""
+    return {
+        ns.metadata.name: dict(ns.metadata.labels or {})
+        for ns in client.CoreV1Api(api).list_namespace().items
+        if ns.metadata is not None and ns.metadata.name
+    }
+
+
+def pending_pods(api: client.ApiClient) -> list[Any]:
+    """Pods in phase Pending, all namespaces."""
+    return list(
+        client.CoreV1Api(api)
+        .list_pod_for_all_namespaces(field_selector="status.phase=Pending")
+        .items
+    )

@@ -161,7 +161,27 @@ def test_bad_input_is_one_line_exit_2(capsys, tmp_path, make, message) -> None:
     assert message in err
 
 
-def test_live_cluster_is_not_there_yet(capsys) -> None:
+def test_live_cluster_needs_a_kubeconfig(capsys, monkeypatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     code, _, err = call(capsys, "preview", PLAN)
     assert code == 2
-    assert "pass --cluster INVENTORY.yaml" in err
+    assert "no cluster to talk to" in err
+    assert "set KUBECONFIG or --kubeconfig" in err
+    code, _, err = call(capsys, "preview", PLAN, "--kubeconfig", "/nonexistent/config")
+    assert code == 2
+    assert err.count("\n") == 1
+
+
+def test_unreachable_cluster_is_one_line(capsys, tmp_path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    code, _, err = call(capsys, "inventory", "--kubeconfig", str(config))
+    assert code == 4
+    assert err.startswith("migplan: error: cannot reach the Kubernetes API")
+    assert err.count("\n") == 1

@@ -1,0 +1,100 @@
+"""The planner's Inventory, read from the live cluster.
+
+GPU nodes are the nodes GPU feature discovery marks MIG-capable; each node's GPUs, layouts
+and the pods holding instances come from the status its agent wrote in the NodePartition.
+A node whose agent has not reported yet is left out (its layout is unknown, so planning it
+could destroy running work) and named in the result. Pods count as demand when they are
+Pending and unschedulable (or not yet scheduled) and ask for `nvidia.com/mig-*` resources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from migplan.operator.kube import client as kube
+from migplan.planner.inventory import GpuInfo, Inventory, NodeInfo, PendingPod
+from migplan.planner.resources import is_mig_resource
+
+MIG_CAPABLE = "nvidia.com/mig.capable=true"
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """The inventory, and the GPU nodes it had to leave out (with why)."""
+
+    inventory: Inventory
+    left_out: dict[str, str]
+
+
+def _gpus(partition: dict[str, Any] | None) -> tuple[GpuInfo, ...] | None:
+    status = (partition or {}).get("status") or {}
+    if not status.get("gpus"):
+        return None
+    return tuple(
+        GpuInfo(
+            index=g["index"],
+            model=g.get("model") or "",
+            uuid=g.get("uuid"),
+            mig_enabled=bool(g.get("migEnabled", True)),
+            layout=g.get("layout", "-"),
+            in_use=dict(g.get("inUse") or {}),
+        )
+        for g in status["gpus"]
+    )
+
+
+def _mig_requests(pod: Any) -> dict[str, int]:
+    wanted: dict[str, int] = {}
+    for container in pod.spec.containers or []:
+        resources = container.resources
+        limits = {
+            **((resources and resources.requests) or {}),
+            **((resources and resources.limits) or {}),
+        }
+        for key, value in limits.items():
+            if is_mig_resource(key):
+                wanted[key] = wanted.get(key, 0) + int(value)
+    return wanted
+
+
+def _unschedulable(pod: Any) -> bool:
+    if pod.spec.node_name:
+        return False  # bound to a node: waiting for something else
+    conditions = pod.status.conditions or []
+    scheduled = next((c for c in conditions if c.type == "PodScheduled"), None)
+    return scheduled is None or scheduled.reason == "Unschedulable"
+
+
+def read_inventory(api: Any) -> ClusterSnapshot:
+    """A snapshot of the cluster's GPU nodes and MIG demand."""
+    partitions = {p["metadata"]["name"]: p for p in kube.list_node_partitions(api)}
+    nodes, left_out = [], {}
+    for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
+        name = node.metadata.name
+        labels = dict(node.metadata.labels or {})
+        gpus = _gpus(partitions.get(name))
+        if gpus is None:
+            left_out[name] = "its agent has not reported the GPUs (no NodePartition status)"
+            continue
+        product = labels.get("nvidia.com/gpu.product", "")
+        gpus = tuple(g if g.model else g.model_copy(update={"model": product}) for g in gpus)
+        nodes.append(NodeInfo(name=name, labels=labels, gpus=gpus))
+    pending = []
+    for pod in kube.pending_pods(api):
+        wanted = _mig_requests(pod)
+        if wanted and _unschedulable(pod):
+            pending.append(
+                PendingPod(
+                    namespace=pod.metadata.namespace,
+                    name=pod.metadata.name,
+                    requests=wanted,
+                    labels=dict(pod.metadata.labels or {}),
+                )
+            )
+    inventory = Inventory(
+        namespaces=kube.namespace_labels(api),
+        nodes=tuple(sorted(nodes, key=lambda n: n.name)),
+        pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
+    )
+    return ClusterSnapshot(inventory=inventory, left_out=left_out)

@@ -1,0 +1,144 @@
+"""`migplan preview` on the live cluster plans the same as on the inventory it dumps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from nodes import gpu_node, mig_pod
+from waiting import wait_for
+
+from migplan.operator.cli.app import run
+
+pytestmark = pytest.mark.cluster
+
+PLAN = """
+apiVersion: migplan.io/v1alpha1
+kind: GPUPartitionPlan
+metadata: {name: live-pool}
+spec:
+  nodeSelector: {matchLabels: {migplan.io/pool: live}}
+  demand:
+    fromPendingPods:
+      namespaceSelector: {matchLabels: {team: live}}
+  dryRun: true
+"""
+
+
+def status_patch(layout: str, in_use: dict[str, str]) -> str:
+    return json.dumps(
+        {
+            "status": {
+                "phase": "Applied",
+                "gpuCount": 1,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "model": "H100-80GB",
+                        "migEnabled": True,
+                        "layout": layout,
+                        "inUse": in_use,
+                    }
+                ],
+            }
+        }
+    )
+
+
+def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> None:
+    cp = crds
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "live-ns", "labels": {"team": "live"}},
+            }
+        ),
+    )
+    for name in ("live-1", "live-2", "live-silent"):
+        cp.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps(
+                gpu_node(name, product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": "live"})
+            ),
+        )
+    for name, layout, in_use in (
+        ("live-1", "3g.40gb@0", {"3g.40gb@0": "live-ns/busy"}),
+        ("live-2", "-", {}),
+    ):
+        cp.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps(
+                {
+                    "apiVersion": "migplan.io/v1alpha1",
+                    "kind": "NodePartition",
+                    "metadata": {"name": name},
+                    "spec": {"nodeName": name, "gpus": [{"index": 0, "layout": layout}]},
+                }
+            ),
+        )
+        cp.kubectl(
+            "patch",
+            "np",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status_patch(layout, in_use),
+        )
+    # a profile no node in the session advertises, so the pod stays Pending
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps(mig_pod("wants-me", profile="1g.10gb+me", namespace="live-ns")),
+    )
+    wait_for(
+        lambda: (
+            "Unschedulable"
+            in cp.kubectl(
+                "get",
+                "pod",
+                "wants-me",
+                "-n",
+                "live-ns",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='PodScheduled')].reason}",
+            ).stdout
+        ),
+        "the scheduler to give up on the pod",
+    )
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN)
+    kubeconfig = str(cp.kubeconfig)
+
+    assert run(["preview", str(plan), "--kubeconfig", kubeconfig, "-o", "json"]) == 0
+    live_out, live_err = capsys.readouterr()
+    assert "node live-silent left out: its agent has not reported" in live_err
+    live = json.loads(live_out)
+    assert [(g["node"], g["before"]) for g in live["gpus"]] == [
+        ("live-1", "3g.40gb@0"),
+        ("live-2", "-"),
+    ]
+    assert live["gpus"][0]["inUse"] == {"3g.40gb@0": "live-ns/busy"}
+    [want] = live["demand"]
+    assert (want["resource"], want["requested"], want["met"]) == ("nvidia.com/mig-1g.10gb.me", 1, 1)
+    assert want["pods"] == ["live-ns/wants-me"]
+
+    assert run(["inventory", "--kubeconfig", kubeconfig]) == 0
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(capsys.readouterr().out)
+    assert run(["preview", str(plan), "--cluster", str(inventory), "-o", "json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    for doc in (live, offline):
+        doc["solver"].pop("wallSeconds")
+        doc["solver"].pop("stages")
+    assert offline == live
