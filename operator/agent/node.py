@@ -105,11 +105,12 @@ class NodeAgent:
             gpus=tuple(observed),
             conditions=tuple(conditions),
         )
-        kube.patch_node_partition_status(
-            self.api,
-            name=self.node,
-            status=status.model_dump(mode="json", by_alias=True, exclude_none=True),
+        document = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        document["conditions"] = _keep_transition_times(
+            document["conditions"], previous.get("conditions") or []
         )
+        if document != previous:
+            kube.patch_node_partition_status(self.api, name=self.node, status=document)
         log.info(
             "reconciled",
             node=self.node,
@@ -206,6 +207,18 @@ class NodeAgent:
             if time.monotonic() > deadline:
                 return False, f"node allocatable {dict(have)} != NVML {dict(want)}"
             time.sleep(0.5)
+
+
+def _keep_transition_times(
+    conditions: list[dict[str, Any]], previous: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A condition's lastTransitionTime changes only when its status does."""
+    before = {c.get("type"): c for c in previous}
+    for condition in conditions:
+        old = before.get(condition["type"])
+        if old and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+            condition["lastTransitionTime"] = old["lastTransitionTime"]
+    return conditions
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> Condition:

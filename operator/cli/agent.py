@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from typing import Annotated
@@ -112,5 +111,4 @@ def agent(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    os.environ.setdefault("MIGPLAN_LOG_LEVEL", "info")
     run(worker, stop=stop, interval=interval, health=health, before_pass=before_pass)

@@ -115,9 +115,18 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     assert applied.applied_generation == 3
     assert str(nodes["sim-h100-0"].layout(0)) == "7g.80gb@0"
 
-    # Same spec again: no NVML change at all.
+    # Same spec again: no NVML change at all, and no status write either.
     nodes["sim-h100-0"].calls.clear()
+    version = json.loads(cp.kubectl("get", "np", "sim-h100-0", "-o", "json").stdout)["metadata"][
+        "resourceVersion"
+    ]
     assert agent.run_once().phase == "Applied"
+    assert (
+        json.loads(cp.kubectl("get", "np", "sim-h100-0", "-o", "json").stdout)["metadata"][
+            "resourceVersion"
+        ]
+        == version
+    )
     changing = ("Create", "Destroy", "SetMigMode")
     assert not [c for c in nodes["sim-h100-0"].calls if any(w in c for w in changing)]
 
