@@ -310,23 +310,7 @@ class NvmlAdapter:
         )
         info = self._call("nvmlGpuInstanceGetInfo", where, self._nvml.nvmlGpuInstanceGetInfo, gi)
         try:
-            profiles = {p.id: p for p in self.profiles(index)}
-            ci_profile = CI_PROFILE_BY_SLICES[profiles[profile_id].compute_slices]
-            ci_info = self._call(
-                "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-                where,
-                self._nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo,
-                gi,
-                ci_profile,
-                self._nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-            )
-            self._call(
-                "nvmlGpuInstanceCreateComputeInstance",
-                where,
-                self._nvml.nvmlGpuInstanceCreateComputeInstance,
-                gi,
-                ci_info.id,
-            )
+            self._create_default_compute_instance(index, gi, profile_id, where)
         except errors.NvmlError:
             self._call("nvmlGpuInstanceDestroy", where, self._nvml.nvmlGpuInstanceDestroy, gi)
             raise
@@ -341,14 +325,21 @@ class NvmlAdapter:
         if self._compute_instances(gi, where):
             return False
         info = self._call("nvmlGpuInstanceGetInfo", where, self._nvml.nvmlGpuInstanceGetInfo, gi)
-        profiles = {p.id: p for p in self.profiles(index)}
-        ci_profile = CI_PROFILE_BY_SLICES[profiles[int(info.profileId)].compute_slices]
+        self._create_default_compute_instance(index, gi, int(info.profileId), where)
+        return True
+
+    def _create_default_compute_instance(
+        self, index: int, gi: Any, profile_id: int, where: str
+    ) -> None:
+        """The full-size compute instance of a GPU instance (what `nvidia-smi mig -cgi -C`
+        and the device plugin expect)."""
+        slices = {p.id: p.compute_slices for p in self.profiles(index)}[profile_id]
         ci_info = self._call(
             "nvmlGpuInstanceGetComputeInstanceProfileInfo",
             where,
             self._nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo,
             gi,
-            ci_profile,
+            CI_PROFILE_BY_SLICES[slices],
             self._nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
         )
         self._call(
@@ -358,7 +349,6 @@ class NvmlAdapter:
             gi,
             ci_info.id,
         )
-        return True
 
     def destroy_instance(self, index: int, gi_id: int) -> None:
         """Destroy a GPU instance's compute instances, then the GPU instance."""
