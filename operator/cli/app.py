@@ -15,7 +15,14 @@ import typer
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
-from migplan.operator.cli import agent, catalog_commands, crds, nvml_info, preview
+from migplan.operator.cli import (
+    agent,
+    catalog_commands,
+    crds,
+    nvml_info,
+    operator_command,
+    preview,
+)
 from migplan.operator.cli.context import CliState
 from migplan.operator.logs import configure_logging
 from migplan.operator.nvml.errors import NvmlError
@@ -45,6 +52,7 @@ app.command("inventory")(preview.inventory)
 app.command("crds")(crds.crds)
 app.command("nvml-info")(nvml_info.nvml_info)
 app.command("agent")(agent.agent)
+app.command("operator")(operator_command.operator)
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,1 @@
+"""The operator (kopf): turns GPUPartitionPlans into plans, and later into rollouts."""

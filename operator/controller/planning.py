@@ -1,0 +1,112 @@
+"""Plan a GPUPartitionPlan against the live cluster and describe the result as status.
+
+Kept free of kopf so it can be tested and reused (`migplan rebalance` later): kopf handlers
+in `handlers.py` call `plan_status` and write what it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from migplan.operator.cluster_inventory import read_inventory
+from migplan.planner.catalog import Catalog
+from migplan.planner.pipeline import plan_fleet
+from migplan.planner.plan import Plan
+from migplan.planner.schema import parse_model
+from migplan.planner.spec import GPUPartitionPlan
+
+
+@dataclass(frozen=True)
+class PlanningResult:
+    """The status to write, and a one-line summary for the event."""
+
+    status: dict[str, Any]
+    summary: str
+    plan: Plan
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": _now(),
+    }
+
+
+def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> PlanningResult:
+    """Plan `body` (a GPUPartitionPlan object) on the cluster behind `api`."""
+    manifest = parse_model(
+        GPUPartitionPlan, body, source=f"GPUPartitionPlan {body['metadata']['name']}"
+    )
+    generation = int(body["metadata"].get("generation", 0))
+    snapshot = read_inventory(api)
+    outcome = plan_fleet(manifest, snapshot.inventory, catalog)
+    plan = outcome.plan
+    s = plan.summary
+    unmet = [r for r in plan.demand if r.met < r.requested]
+    changed = [g for g in plan.gpus if g.operations]
+    nodes: dict[str, list[dict[str, Any]]] = {}
+    for g in changed:
+        nodes.setdefault(g.node, []).append(
+            {"gpu": g.gpu, "before": g.before, "after": g.after, "evict": list(g.evict)}
+        )
+    phase = "Planned" if manifest.spec.dry_run else "Pending"
+    conditions = [
+        _condition(
+            "Planned",
+            True,
+            "Solved",
+            f"{plan.solver.status} in {plan.solver.wall_seconds:.2f} s",
+            generation,
+        ),
+        _condition(
+            "Infeasible",
+            bool(unmet),
+            "DemandUnmet" if unmet else "DemandMet",
+            "; ".join(r.reason or r.resource for r in unmet) or "all demand met",
+            generation,
+        ),
+    ]
+    status = {
+        "phase": phase,
+        "observedGeneration": generation,
+        "nodes": s.nodes_touched,
+        "demandMet": f"{s.met}/{s.requested}",
+        "inputHash": plan.input_hash,
+        "plan": {
+            "solver": {
+                "status": plan.solver.status,
+                "gap": plan.solver.gap,
+                "seconds": round(plan.solver.wall_seconds, 3),
+            },
+            "gpusChanged": s.gpus_changed,
+            "evictions": s.evictions,
+            "nodes": nodes,
+            "demand": [
+                {
+                    "resource": r.resource,
+                    "requested": r.requested,
+                    "met": r.met,
+                    **({"reason": r.reason} if r.reason else {}),
+                }
+                for r in plan.demand
+            ],
+            "leftOut": snapshot.left_out,
+        },
+        "conditions": conditions,
+    }
+    summary = (
+        f"planned: demand {s.met}/{s.requested} met, {s.gpus_changed} GPUs on "
+        f"{s.nodes_touched} nodes change, {s.evictions} pods to evict "
+        f"({plan.solver.status})"
+    )
+    return PlanningResult(status=status, summary=summary, plan=plan)
