@@ -11,7 +11,7 @@ import typer
 from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.loop import Health, run, serve_liveness
 from migplan.operator.agent.node import NodeAgent
-from migplan.operator.cli.context import state
+from migplan.operator.cli.context import KubeconfigOpt, state
 from migplan.operator.kube import client as kube
 from migplan.planner.errors import MigplanInputError
 
@@ -24,14 +24,7 @@ def agent(
             "--node", envvar="NODE_NAME", help="This node's name (the DaemonSet sets NODE_NAME)."
         ),
     ],
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option(
-            "--kubeconfig",
-            envvar="KUBECONFIG",
-            help="Kubeconfig to use; in a pod the service account is used.",
-        ),
-    ] = None,
+    kubeconfig: KubeconfigOpt = None,
     simulate: Annotated[
         str | None,
         typer.Option(

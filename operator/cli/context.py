@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -53,3 +54,14 @@ PIPED_WIDTH = 200
 def console() -> Console:
     """A rich console for stdout: terminal width on a terminal, wide and plain when piped."""
     return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+KubeconfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kubeconfig",
+        envvar="KUBECONFIG",
+        help="Kubeconfig to use (KUBECONFIG); inside a pod, its service account.",
+    ),
+]
+"""The --kubeconfig option every command that talks to a cluster takes."""

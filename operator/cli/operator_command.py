@@ -6,16 +6,11 @@ from typing import Annotated
 
 import typer
 
+from migplan.operator.cli.context import KubeconfigOpt
+
 
 def operator(
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option(
-            "--kubeconfig",
-            envvar="KUBECONFIG",
-            help="Kubeconfig to use; in a pod the service account is used.",
-        ),
-    ] = None,
+    kubeconfig: KubeconfigOpt = None,
     liveness: Annotated[
         str | None, typer.Option(help="kopf's liveness endpoint, e.g. http://0.0.0.0:8080/healthz.")
     ] = None,

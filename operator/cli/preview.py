@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from migplan.operator.cli.context import console, state
+from migplan.operator.cli.context import KubeconfigOpt, console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.planner.catalog import Catalog
@@ -157,10 +157,7 @@ def live_inventory(kubeconfig: str | None) -> Inventory:
 
 
 def inventory(
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option("--kubeconfig", envvar="KUBECONFIG", help="Kubeconfig to use."),
-    ] = None,
+    kubeconfig: KubeconfigOpt = None,
     output: Annotated[
         PreviewFormat, typer.Option("--output", "-o", help="yaml or json.")
     ] = PreviewFormat.YAML,
@@ -200,14 +197,7 @@ def preview(
     output: Annotated[
         PreviewFormat, typer.Option("--output", "-o", help="text, yaml or json.")
     ] = PreviewFormat.TEXT,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option(
-            "--kubeconfig",
-            envvar="KUBECONFIG",
-            help="Kubeconfig for the live cluster (without --cluster).",
-        ),
-    ] = None,
+    kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
 

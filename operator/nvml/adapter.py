@@ -134,11 +134,8 @@ class NvmlAdapter:
             )
         return found
 
-    def profiles(self, index: int) -> list[InstanceProfile]:
-        """The GPU-instance profiles the GPU supports, with their possible placements."""
-        handle = self._handle(index)
-        where = f"GPU {index}"
-        found = []
+    def _profile_infos(self, handle: Any, where: str) -> Iterator[tuple[int, Any]]:
+        """(NVML profile index, profile info) for each profile the GPU supports."""
         for nvml_index in range(self._nvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
             try:
                 info = self._call(
@@ -152,6 +149,14 @@ class NvmlAdapter:
                 if exc.code in (errors.NOT_SUPPORTED, errors.INVALID_ARGUMENT):
                     continue
                 raise
+            yield nvml_index, info
+
+    def profiles(self, index: int) -> list[InstanceProfile]:
+        """The GPU-instance profiles the GPU supports, with their possible placements."""
+        handle = self._handle(index)
+        where = f"GPU {index}"
+        found = []
+        for nvml_index, info in self._profile_infos(handle, where):
             placements = self._call(
                 "nvmlDeviceGetGpuInstancePossiblePlacements",
                 f"{where} profile {info.id}",
@@ -362,19 +367,7 @@ class NvmlAdapter:
         self._call("nvmlGpuInstanceDestroy", where, self._nvml.nvmlGpuInstanceDestroy, gi)
 
     def _gpu_instance(self, handle: Any, gi_id: int, where: str) -> Any:
-        for profile in range(self._nvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
-            try:
-                info = self._call(
-                    "nvmlDeviceGetGpuInstanceProfileInfo",
-                    where,
-                    self._nvml.nvmlDeviceGetGpuInstanceProfileInfo,
-                    handle,
-                    profile,
-                )
-            except errors.NvmlError as exc:
-                if exc.code in (errors.NOT_SUPPORTED, errors.INVALID_ARGUMENT):
-                    continue
-                raise
+        for _, info in self._profile_infos(handle, where):
             for gi in self._call(
                 "nvmlDeviceGetGpuInstances",
                 where,

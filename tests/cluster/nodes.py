@@ -6,6 +6,7 @@ A node carries the labels NVIDIA's GPU feature discovery would set (mixed MIG st
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 
@@ -65,3 +66,49 @@ def mig_pod(name: str, *, profile: str, count: int = 1, namespace: str = "defaul
             ],
         },
     }
+
+
+def report_partition(
+    cp,
+    name: str,
+    *,
+    layout: str = "-",
+    in_use: dict[str, str] | None = None,
+    model: str = "H100-80GB",
+) -> None:
+    """A one-GPU NodePartition for node `name`, with the status its agent would write."""
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {
+                "apiVersion": "migplan.io/v1alpha1",
+                "kind": "NodePartition",
+                "metadata": {"name": name},
+                "spec": {"nodeName": name, "gpus": [{"index": 0, "layout": layout}]},
+            }
+        ),
+    )
+    status = {
+        "phase": "Applied",
+        "gpuCount": 1,
+        "gpus": [
+            {
+                "index": 0,
+                "model": model,
+                "migEnabled": True,
+                "layout": layout,
+                "inUse": in_use or {},
+            }
+        ],
+    }
+    cp.kubectl(
+        "patch",
+        "np",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )

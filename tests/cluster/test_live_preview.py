@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from nodes import gpu_node, mig_pod
+from nodes import gpu_node, mig_pod, report_partition
 from waiting import wait_for
 
 from migplan.operator.cli.app import run
@@ -23,26 +23,6 @@ spec:
       namespaceSelector: {matchLabels: {team: live}}
   dryRun: true
 """
-
-
-def status_patch(layout: str, in_use: dict[str, str]) -> str:
-    return json.dumps(
-        {
-            "status": {
-                "phase": "Applied",
-                "gpuCount": 1,
-                "gpus": [
-                    {
-                        "index": 0,
-                        "model": "H100-80GB",
-                        "migEnabled": True,
-                        "layout": layout,
-                        "inUse": in_use,
-                    }
-                ],
-            }
-        }
-    )
 
 
 def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> None:
@@ -68,32 +48,8 @@ def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> No
                 gpu_node(name, product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": "live"})
             ),
         )
-    for name, layout, in_use in (
-        ("live-1", "3g.40gb@0", {"3g.40gb@0": "live-ns/busy"}),
-        ("live-2", "-", {}),
-    ):
-        cp.kubectl(
-            "apply",
-            "-f",
-            "-",
-            stdin=json.dumps(
-                {
-                    "apiVersion": "migplan.io/v1alpha1",
-                    "kind": "NodePartition",
-                    "metadata": {"name": name},
-                    "spec": {"nodeName": name, "gpus": [{"index": 0, "layout": layout}]},
-                }
-            ),
-        )
-        cp.kubectl(
-            "patch",
-            "np",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            status_patch(layout, in_use),
-        )
+    report_partition(cp, "live-1", layout="3g.40gb@0", in_use={"3g.40gb@0": "live-ns/busy"})
+    report_partition(cp, "live-2")
     # a profile no node in the session advertises, so the pod stays Pending
     cp.kubectl(
         "apply",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from nodes import gpu_node
+from nodes import gpu_node, report_partition
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -43,36 +43,7 @@ def test_operator_plans_a_dry_run_plan(crds) -> None:
                 gpu_node(name, product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": "op"})
             ),
         )
-        cp.kubectl(
-            "apply",
-            "-f",
-            "-",
-            stdin=json.dumps(
-                {
-                    "apiVersion": "migplan.io/v1alpha1",
-                    "kind": "NodePartition",
-                    "metadata": {"name": name},
-                    "spec": {"nodeName": name, "gpus": [{"index": 0, "layout": "-"}]},
-                }
-            ),
-        )
-        cp.kubectl(
-            "patch",
-            "np",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps(
-                {
-                    "status": {
-                        "gpus": [
-                            {"index": 0, "model": "H100-80GB", "migEnabled": True, "layout": "-"}
-                        ]
-                    }
-                }
-            ),
-        )
+        report_partition(cp, name)
     migplan = str(Path(sys.executable).parent / "migplan")
     proc = subprocess.Popen(
         [migplan, "operator", "--standalone", "--kubeconfig", str(cp.kubeconfig)],
