@@ -170,6 +170,11 @@ class PolicySpec(CamelModel):
         max_length=32,
         description="per GPU model (catalog key): the profiles new instances may use",
     )
+    create_outside_window: bool = Field(
+        default=True,
+        strict=True,
+        description="nodes that only add instances in free slices may change outside the window",
+    )
     whole_gpu_rebuild: bool = Field(
         default=False,
         strict=True,
@@ -295,5 +300,9 @@ class PlanStatus(CamelModel):
     observed_generation: Annotated[int | None, Field(ge=0)] = None
     nodes: Annotated[int | None, Field(ge=0, description="nodes the plan changes")] = None
     demand_met: str | None = Field(default=None, description="met/requested, e.g. 9/10")
-    next_window: str | None = None
+    progress: str | None = Field(default=None, description="nodes done/nodes to change")
+    next_window: str | None = Field(default=None, description="start of the next window (UTC)")
+    window_open: bool | None = None
+    last_rebalance: str | None = None
+    next_rebalance: str | None = None
     input_hash: str | None = None

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
+from migplan.operator.conditions import keep_transition_times
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
@@ -106,17 +107,18 @@ class NodeAgent:
             conditions=tuple(conditions),
         )
         document = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        document["conditions"] = _keep_transition_times(
+        document["conditions"] = keep_transition_times(
             document["conditions"], previous.get("conditions") or []
         )
         if document != previous:
             kube.patch_node_partition_status(self.api, name=self.node, status=document)
-        log.info(
+        steps = [s for o in outcomes for s in o.steps]
+        (log.info if steps or document != previous else log.debug)(
             "reconciled",
             node=self.node,
             phase=phase,
             generation=generation,
-            steps=[s for o in outcomes for s in o.steps],
+            steps=steps,
         )
         return status
 
@@ -207,18 +209,6 @@ class NodeAgent:
             if time.monotonic() > deadline:
                 return False, f"node allocatable {dict(have)} != NVML {dict(want)}"
             time.sleep(0.5)
-
-
-def _keep_transition_times(
-    conditions: list[dict[str, Any]], previous: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """A condition's lastTransitionTime changes only when its status does."""
-    before = {c.get("type"): c for c in previous}
-    for condition in conditions:
-        old = before.get(condition["type"])
-        if old and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
-            condition["lastTransitionTime"] = old["lastTransitionTime"]
-    return conditions
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> Condition:

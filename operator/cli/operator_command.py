@@ -8,6 +8,8 @@ import typer
 
 from migplan.operator.cli.context import KubeconfigOpt
 
+PEERING = "migplan"
+
 
 def operator(
     kubeconfig: KubeconfigOpt = None,
@@ -17,27 +19,62 @@ def operator(
     standalone: Annotated[
         bool, typer.Option(help="Run without peering (a single replica).")
     ] = False,
+    metrics_port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Prometheus metrics port (0: none).")
+    ] = 9090,
+    tick: Annotated[
+        float,
+        typer.Option(min=0.2, help="Seconds between rollout steps and rebalance checks per plan."),
+    ] = 10.0,
+    agent_timeout: Annotated[
+        float,
+        typer.Option(min=1, help="Seconds a node's agent may take to apply its partition."),
+    ] = 600.0,
 ) -> None:
-    """Run the operator: plan every GPUPartitionPlan and report it in status.
+    """Run the operator: plan every GPUPartitionPlan, and roll non-dry-run plans out.
 
-    Today it plans (and stops there, as for dryRun plans); rollout in maintenance windows is
-    being built (issue #6).
+    On each plan's create or spec change it reads the cluster, plans, validates and writes
+    status. Every --tick it re-plans when the rebalance schedule (or `migplan rebalance`) says
+    so, and advances the rollout inside the maintenance window: at most maxUnavailable nodes
+    at a time, each cordoned only if something must go, drained through the Eviction API,
+    reconfigured by its agent, checked and uncordoned. Each step is recorded in status
+    before it is taken, so a restarted operator carries on where it stopped.
     """
+    import logging
     import os
 
     import kopf
+    from prometheus_client import start_http_server
 
     from migplan.operator.controller import handlers
+    from migplan.operator.kube import client as kube
 
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's login handler reads it
-    handlers.configure(kubeconfig=kubeconfig)
+    handlers.configure(kubeconfig=kubeconfig, tick=tick, agent_timeout=agent_timeout)
+    if metrics_port:
+        start_http_server(metrics_port)
+    if not standalone:
+        kube.ensure_cluster_object(
+            kube.connect(kubeconfig=kubeconfig),
+            group="kopf.dev",
+            version="v1",
+            plural="clusterkopfpeerings",
+            body={
+                "apiVersion": "kopf.dev/v1",
+                "kind": "ClusterKopfPeering",
+                "metadata": {"name": PEERING},
+            },
+        )
     verbose = bool(os.environ.get("MIGPLAN_KOPF_VERBOSE"))
     kopf.configure(log_format=kopf.LogFormat.JSON, log_refkey="object", verbose=verbose)
+    if not verbose:
+        # kopf logs every handler and timer run at info; keep its warnings and errors only.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # A peering name makes peering mandatory in kopf, so only name it when peering is wanted.
     kopf.run(
         clusterwide=True,
         standalone=standalone,
         liveness_endpoint=liveness,
-        peering_name=None if standalone else "migplan",
+        peering_name=None if standalone else PEERING,
     )

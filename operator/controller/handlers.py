@@ -1,23 +1,38 @@
-"""kopf handlers for GPUPartitionPlan (cluster-scoped, migplan.io/v1alpha1)."""
+"""kopf handlers for GPUPartitionPlan (cluster-scoped, migplan.io/v1alpha1).
+
+They only route: the decisions live in `reconciler.PlanController`, which re-reads the plan
+and writes status itself (so each rollout step is recorded before it is taken).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
-from migplan.operator.controller.planning import plan_status
+from migplan.operator.controller.partitions import PartitionBootstrap
+from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import default_catalog
-from migplan.planner.errors import MigplanInputError
 
 GROUP, VERSION, PLURAL = "migplan.io", "v1alpha1", "gpupartitionplans"
-_api: dict[str, Any] = {}
+_state: dict[str, Any] = {}
 
 
-def configure(*, kubeconfig: str | None) -> None:
-    """Where the handlers' own API calls go (kopf has its own connection)."""
-    _api["client"] = kube.connect(kubeconfig=kubeconfig)
+def _event(body: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message[:1000])
+
+
+def configure(*, kubeconfig: str | None, tick: float, agent_timeout: float) -> None:
+    """Connect the controller and register the periodic tick (`tick` seconds apart)."""
+    _state["controller"] = PlanController(
+        api=kube.connect(kubeconfig=kubeconfig),
+        catalog=default_catalog(),
+        events=_event,
+        agent_timeout=agent_timeout,
+    )
+    _state["partitions"] = PartitionBootstrap(_state["controller"].api)
+    kopf.timer(GROUP, VERSION, PLURAL, interval=tick, initial_delay=min(tick, 1.0))(on_tick)
 
 
 @kopf.on.login()
@@ -26,16 +41,34 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def plan(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    """Plan the GPUs the plan covers and record the result in status."""
-    try:
-        result = plan_status(body=dict(body), api=_api["client"], catalog=default_catalog())
-    except MigplanInputError as exc:
-        patch.status["phase"] = "Invalid"
-        kopf.warn(body, reason="Invalid", message=str(exc))
-        raise kopf.PermanentError(str(exc)) from None
-    patch.status.update(result.status)
-    kopf.info(body, reason="Planned", message=result.summary)
+def on_spec(name: str, **_: Any) -> None:
+    """A new or changed spec: plan it."""
+    _state["controller"].spec_changed(name)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+def on_resume(name: str, **_: Any) -> None:
+    """The operator started: pick up where the plan's status says it was."""
+    _state["controller"].resumed(name)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+def on_delete(name: str, **_: Any) -> None:
+    """Forget a deleted plan's metrics (no finalizer: nothing to undo)."""
+    _state["controller"].forget(name)
+
+
+def on_tick(name: str, **_: Any) -> None:
+    """Re-plan when due, then advance the rollout."""
+    _state["controller"].tick(name)
+
+
+@kopf.on.event("", "v1", "nodes", labels={"nvidia.com/mig.capable": "true"})
+def on_gpu_node(name: str, uid: str, type: str | None, **_: Any) -> None:
+    """A MIG-capable node: make sure it has a NodePartition for its agent."""
+    if type == "DELETED":
+        _state["partitions"].forget(name)
+    else:
+        _state["partitions"].ensure(node=name, uid=uid)

@@ -7,10 +7,10 @@ in `handlers.py` call `plan_status` and write what it returns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from migplan.operator.cluster_inventory import read_inventory
+from migplan.operator.conditions import condition
 from migplan.planner.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
@@ -25,21 +25,6 @@ class PlanningResult:
     status: dict[str, Any]
     summary: str
     plan: Plan
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "True" if ok else "False",
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-        "lastTransitionTime": _now(),
-    }
 
 
 def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> PlanningResult:
@@ -61,14 +46,14 @@ def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> Planning
         )
     phase = "Planned" if manifest.spec.dry_run else "Pending"
     conditions = [
-        _condition(
+        condition(
             "Planned",
             True,
             "Solved",
             f"{plan.solver.status} in {plan.solver.wall_seconds:.2f} s",
             generation,
         ),
-        _condition(
+        condition(
             "Infeasible",
             bool(unmet),
             "DemandUnmet" if unmet else "DemandMet",

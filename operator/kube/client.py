@@ -6,7 +6,11 @@ double, if ever needed, replaces one module).
 
 from __future__ import annotations
 
-from typing import Any, cast
+import functools
+import json
+import time
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -15,6 +19,39 @@ from migplan.planner.errors import MigplanInputError
 
 GROUP, VERSION = "migplan.io", "v1alpha1"
 NODE_PARTITIONS = "nodepartitions"
+PLANS = "gpupartitionplans"
+RETRIED = frozenset({409, 500, 502, 503, 504})
+"""Conflicts and transient server errors: a write that meets one is tried again."""
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def retrying(call: Callable[P, R]) -> Callable[P, R]:
+    """Retry `call` on a write conflict or a transient server error (5 tries, backing off).
+
+    A 409 AlreadyExists is an answer, not a conflict, and is passed on at once.
+    """
+
+    @functools.wraps(call)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(5):
+            try:
+                return call(*args, **kwargs)
+            except ApiException as exc:
+                if exc.status not in RETRIED or _reason(exc) == "AlreadyExists" or attempt == 4:
+                    raise
+            time.sleep(0.2 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def _reason(exc: ApiException) -> str:
+    """The Status reason of a failed call (`AlreadyExists`, `Conflict`, ...)."""
+    try:
+        return str(json.loads(exc.body or "{}").get("reason", ""))
+    except (ValueError, TypeError, AttributeError):
+        return ""
 
 
 def connect(*, kubeconfig: str | None = None) -> client.ApiClient:
@@ -44,6 +81,7 @@ def get_node_partition(api: client.ApiClient, *, name: str) -> dict[str, Any] | 
     return cast(dict[str, Any], found)
 
 
+@retrying
 def apply_node_partition(api: client.ApiClient, *, body: dict[str, Any]) -> None:
     """Create the NodePartition, or replace its spec if it exists."""
     objects = client.CustomObjectsApi(api)
@@ -58,6 +96,7 @@ def apply_node_partition(api: client.ApiClient, *, body: dict[str, Any]) -> None
         )
 
 
+@retrying
 def patch_node_partition_status(
     api: client.ApiClient, *, name: str, status: dict[str, Any]
 ) -> None:
@@ -72,6 +111,7 @@ def get_node(api: client.ApiClient, *, name: str) -> Any:
     return client.CoreV1Api(api).read_node(name)
 
 
+@retrying
 def patch_node_status(api: client.ApiClient, *, name: str, status: dict[str, Any]) -> None:
     """Merge `status` into the Node's status (the simulated device plugin's capacity)."""
     client.CoreV1Api(api).patch_node_status(name, {"status": status})
@@ -146,3 +186,97 @@ def pending_pods(api: client.ApiClient) -> list[Any]:
         .list_pod_for_all_namespaces(field_selector="status.phase=Pending")
         .items
     )
+
+
+def get_plan(api: client.ApiClient, *, name: str) -> dict[str, Any] | None:
+    """The GPUPartitionPlan `name`, or None if it is gone."""
+    try:
+        found = client.CustomObjectsApi(api).get_cluster_custom_object(GROUP, VERSION, PLANS, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return cast(dict[str, Any], found)
+
+
+def list_plans(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every GPUPartitionPlan."""
+    found = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLANS)
+    return list(cast(dict[str, Any], found)["items"])
+
+
+@retrying
+def patch_plan_status(api: client.ApiClient, *, name: str, status: dict[str, Any]) -> None:
+    """Merge `status` into the plan's status (a None value removes that field)."""
+    client.CustomObjectsApi(api).patch_cluster_custom_object_status(
+        GROUP, VERSION, PLANS, name, {"status": status}
+    )
+
+
+@retrying
+def annotate_plan(api: client.ApiClient, *, name: str, annotations: dict[str, str | None]) -> None:
+    """Merge `annotations` into the plan's metadata."""
+    client.CustomObjectsApi(api).patch_cluster_custom_object(
+        GROUP, VERSION, PLANS, name, {"metadata": {"annotations": annotations}}
+    )
+
+
+@retrying
+def patch_node(api: client.ApiClient, *, name: str, body: dict[str, Any]) -> Any:
+    """Merge `body` into the Node (spec.unschedulable, annotations); the node after."""
+    return client.CoreV1Api(api).patch_node(name, body)
+
+
+def get_pod(api: client.ApiClient, *, namespace: str, name: str) -> Any | None:
+    """The pod, or None if it is gone."""
+    try:
+        return client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def evict_pod(api: client.ApiClient, *, namespace: str, name: str) -> str | None:
+    """Ask the Eviction API to evict the pod (it honours PodDisruptionBudgets).
+
+    Returns None when the eviction was accepted or the pod is already gone, else why it
+    was refused (a 429 while a disruption budget forbids it: try again later).
+    """
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+    try:
+        client.CoreV1Api(api).create_namespaced_pod_eviction(name, namespace, body)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        if exc.status == 429:
+            try:
+                return str(json.loads(exc.body or "{}")["message"])
+            except (ValueError, KeyError, TypeError):
+                return "the eviction was refused (429)"
+        raise
+    return None
+
+
+def ensure_cluster_object(
+    api: client.ApiClient, *, group: str, version: str, plural: str, body: dict[str, Any]
+) -> None:
+    """Create the cluster-scoped custom object unless it exists (kopf's peering object)."""
+    try:
+        client.CustomObjectsApi(api).create_cluster_custom_object(group, version, plural, body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def create_node_partition(api: client.ApiClient, *, body: dict[str, Any]) -> bool:
+    """Create the NodePartition unless one exists; whether it was created."""
+    try:
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            GROUP, VERSION, NODE_PARTITIONS, body
+        )
+    except ApiException as exc:
+        if exc.status == 409:
+            return False
+        raise
+    return True

@@ -112,3 +112,19 @@ def report_partition(
         "-p",
         json.dumps({"status": status}),
     )
+
+
+def mig_deployment(name: str, *, profile: str, namespace: str = "default") -> dict:
+    """A one-replica Deployment of `mig_pod`s (so an evicted pod comes back elsewhere)."""
+    template = mig_pod(name, profile=profile, namespace=namespace)
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": template["spec"]},
+        },
+    }

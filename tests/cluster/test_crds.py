@@ -49,11 +49,20 @@ def test_the_python_model_agrees(path) -> None:
 def test_examples_apply_and_show_printer_columns(crds) -> None:
     crds.kubectl("apply", "-f", str(ROOT / "examples" / "plan.yaml"))
     table = crds.kubectl("get", "gpp", "shared-pool").stdout
-    assert table.split()[:6] == ["NAME", "PHASE", "NODES", "DEMAND-MET", "WINDOW", "AGE"]
+    assert table.split()[:7] == [
+        "NAME",
+        "PHASE",
+        "NODES",
+        "DEMAND-MET",
+        "PROGRESS",
+        "NEXT-WINDOW",
+        "AGE",
+    ]
     assert "shared-pool" in table
-    assert "0 2 * * 6" in table
     wide = crds.kubectl("get", "gpupartitionplans", "-o", "wide").stdout
     assert "DRY-RUN" in wide.splitlines()[0]
+    assert "WINDOW" in wide.splitlines()[0].split()
+    assert "0 2 * * 6" in wide
 
 
 def test_node_partition_spec_and_status_round_trip(crds) -> None:

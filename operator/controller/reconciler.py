@@ -1,0 +1,335 @@
+"""The operator's decisions for one GPUPartitionPlan, free of kopf so tests and the CLI can
+drive them: plan on a spec change, and on every tick re-plan when a rebalance is due, then
+advance the rollout inside the maintenance window.
+
+Every call re-reads the plan from the API (kopf's cached body lags behind our own status
+writes) and holds the plan's lock, so a tick and a spec change never interleave.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from migplan.operator.conditions import condition, merge_conditions
+from migplan.operator.controller import metrics
+from migplan.operator.controller.conflicts import conflicting_plan
+from migplan.operator.controller.planning import plan_status
+from migplan.operator.controller.rollout import NodeStepper
+from migplan.operator.kube import client as kube
+from migplan.planner.catalog import Catalog
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.rollout import (
+    NodeRollout,
+    RolloutPhase,
+    nodes_to_start,
+    rollout_nodes,
+    rollout_phase,
+)
+from migplan.planner.schedule import is_due, next_run, parse_timestamp, timestamp, window_state
+from migplan.planner.schema import parse_model
+from migplan.planner.spec import GPUPartitionPlan, duration_seconds
+
+log = structlog.get_logger("migplan.operator")
+
+REBALANCE = "migplan.io/rebalance"
+"""Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
+Events = Callable[[dict[str, Any], str, str, str], None]
+"""(plan object, Normal|Warning, reason, message) -> posts an event on the plan."""
+
+
+def _records(status: dict[str, Any]) -> dict[str, NodeRollout]:
+    nodes = ((status.get("rollout") or {}).get("nodes")) or {}
+    return {name: NodeRollout.model_validate(value) for name, value in nodes.items() if value}
+
+
+def rollout_in_progress(status: dict[str, Any]) -> bool:
+    """Whether some node of the plan's rollout is in hand."""
+    return any(r.in_progress for r in _records(status).values())
+
+
+@dataclass
+class PlanController:
+    """Plans and rolls out GPUPartitionPlans on the cluster behind `api`."""
+
+    api: Any
+    catalog: Catalog
+    events: Events
+    agent_timeout: float = 600.0
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def _lock(self, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def _manifest(self, body: dict[str, Any]) -> GPUPartitionPlan | None:
+        """The plan's spec, or None after marking the plan Invalid."""
+        name = body["metadata"]["name"]
+        try:
+            manifest = parse_model(GPUPartitionPlan, body, source=f"GPUPartitionPlan {name}")
+            if manifest.spec.policy.allowed_profiles:
+                from migplan.planner.pipeline import check_policy
+
+                check_policy(manifest.spec.policy, self.catalog)
+        except MigplanInputError as exc:
+            self._write(body, {"phase": "Invalid", "observedGeneration": _generation(body)})
+            self.events(body, "Warning", "Invalid", str(exc))
+            metrics.set_phase(name, "Invalid")
+            return None
+        return manifest
+
+    def _write(self, body: dict[str, Any], status: dict[str, Any]) -> None:
+        kube.patch_plan_status(self.api, name=body["metadata"]["name"], status=status)
+
+    def spec_changed(self, name: str) -> None:
+        """A new or changed spec: plan now, or after the nodes in hand if a rollout runs."""
+        with self._lock(name):
+            body = kube.get_plan(self.api, name=name)
+            if body is None:
+                return
+            if rollout_in_progress(body.get("status") or {}):
+                self._write(body, {"replanPending": True})
+                self.events(
+                    body,
+                    "Normal",
+                    "ReplanDeferred",
+                    "spec changed: re-planning once the nodes in hand are finished",
+                )
+                return
+            self._replan(body, reason="spec")
+
+    def resumed(self, name: str) -> None:
+        """The operator (re)started: plan only if the spec changed while it was away."""
+        body = kube.get_plan(self.api, name=name)
+        if body is None:
+            return
+        status = body.get("status") or {}
+        if status.get("inputHash") and status.get("observedGeneration") == _generation(body):
+            log.info("resumed", plan=name, phase=status.get("phase"))
+            return
+        self.spec_changed(name)
+
+    def forget(self, name: str) -> None:
+        """The plan was deleted."""
+        metrics.set_phase(name, None)
+
+    def _replan(self, body: dict[str, Any], *, reason: str) -> None:
+        name = body["metadata"]["name"]
+        manifest = self._manifest(body)
+        if manifest is None:
+            return
+        status = body.get("status") or {}
+        generation = _generation(body)
+        now = self.clock()
+        if manifest.spec.suspend:
+            self._write(body, {"phase": "Suspended", "observedGeneration": generation})
+            metrics.set_phase(name, "Suspended")
+            return
+        other = conflicting_plan(self.api, body)
+        if other is not None:
+            message = f"plan {other} selects some of the same nodes and came first: doing nothing"
+            self._write(
+                body,
+                {
+                    "phase": "Conflict",
+                    "observedGeneration": generation,
+                    "conditions": merge_conditions(
+                        status.get("conditions") or [],
+                        [condition("Conflict", True, "OverlappingSelector", message, generation)],
+                    ),
+                },
+            )
+            if status.get("phase") != "Conflict":
+                self.events(body, "Warning", "Conflict", message)
+            metrics.set_phase(name, "Conflict")
+            return
+        started = time.monotonic()
+        try:
+            result = plan_status(body=body, api=self.api, catalog=self.catalog)
+        except MigplanInputError as exc:
+            self._write(body, {"phase": "Invalid", "observedGeneration": generation})
+            self.events(body, "Warning", "Invalid", str(exc))
+            metrics.set_phase(name, "Invalid")
+            return
+        metrics.PLANNER_SECONDS.observe(time.monotonic() - started)
+        new = result.status
+        new["conditions"] = merge_conditions(
+            status.get("conditions") or [],
+            new["conditions"]
+            + [
+                condition(
+                    "Conflict", False, "NoOverlap", "no other plan selects these nodes", generation
+                )
+            ],
+        )
+        new["replanPending"] = None
+        new["lastPlanned"] = timestamp(now)
+        if reason in ("cron", "requested"):
+            new["lastRebalance"] = timestamp(now)
+        annotation = (body["metadata"].get("annotations") or {}).get(REBALANCE)
+        if annotation:
+            new["rebalanceHandled"] = annotation
+        if not manifest.spec.dry_run:
+            records = rollout_nodes(result.plan)
+            old = (status.get("rollout") or {}).get("nodes") or {}
+            nodes: dict[str, Any] = dict.fromkeys(old)
+            nodes.update({r.node: r.model_dump(mode="json", by_alias=True) for r in records})
+            new["rollout"] = {"inputHash": result.plan.input_hash, "nodes": nodes}
+            new["progress"] = f"0/{len(records)}"
+            new["phase"] = "Ready" if not records else "Pending"
+        self._write(body, new)
+        s = result.plan.summary
+        metrics.DEMAND_MET.labels(plan=name).set(s.met / s.requested if s.requested else 1.0)
+        metrics.set_phase(name, new["phase"])
+        self.events(body, "Normal", "Planned", f"{result.summary} [{reason}]")
+        log.info(
+            "planned",
+            plan=name,
+            reason=reason,
+            met=s.met,
+            requested=s.requested,
+            gpus_changed=s.gpus_changed,
+            nodes=s.nodes_touched,
+            evictions=s.evictions,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _rebalance_reason(
+        self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime
+    ) -> str | None:
+        """Why the plan should be planned again now, if it should."""
+        status = body.get("status") or {}
+        if status.get("replanPending"):
+            return "spec"
+        annotation = (body["metadata"].get("annotations") or {}).get(REBALANCE)
+        if annotation and annotation != status.get("rebalanceHandled"):
+            return "requested"
+        schedule = manifest.spec.rebalance_schedule
+        last = status.get("lastRebalance") or status.get("lastPlanned")
+        if schedule and last and is_due(schedule, last=parse_timestamp(last), now=now):
+            return "cron"
+        return None
+
+    def tick(self, name: str) -> None:
+        """Periodic work: re-plan when due, then advance the rollout."""
+        with self._lock(name):
+            body = kube.get_plan(self.api, name=name)
+            if body is None or body["metadata"].get("deletionTimestamp"):
+                return
+            status = body.get("status") or {}
+            if not status.get("inputHash") and status.get("phase") not in ("Conflict", "Suspended"):
+                return  # not planned yet: the spec handler does that
+            manifest = self._manifest(body)
+            if manifest is None:
+                return
+            now = self.clock()
+            if status.get("phase") in ("Conflict", "Suspended"):
+                if not manifest.spec.suspend and conflicting_plan(self.api, body) is None:
+                    self._replan(body, reason="spec")
+                return
+            if status.get("observedGeneration") != _generation(body) and not rollout_in_progress(
+                status
+            ):
+                self._replan(body, reason="spec")
+                body = kube.get_plan(self.api, name=name) or body
+            reason = self._rebalance_reason(body, manifest, now)
+            if reason and not rollout_in_progress(body.get("status") or {}):
+                self._replan(body, reason=reason)
+                body = kube.get_plan(self.api, name=name) or body
+            self._advance(body, manifest, now)
+
+    def _advance(self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime) -> None:
+        """Advance the rollout and refresh the plan's phase, progress and window fields."""
+        name = body["metadata"]["name"]
+        status = body.get("status") or {}
+        spec = manifest.spec
+        update: dict[str, Any] = {}
+        if spec.rebalance_schedule:
+            zone = spec.window.time_zone if spec.window else "UTC"
+            update["nextRebalance"] = timestamp(
+                next_run(spec.rebalance_schedule, now, time_zone=zone)
+            )
+        if spec.dry_run or spec.window is None or status.get("phase") in ("Invalid",):
+            self._write_if_changed(body, update)
+            return
+        window = window_state(spec.window, now)
+        update["windowOpen"] = window.open
+        update["nextWindow"] = timestamp(window.next_start)
+        records = _records(status)
+        stepper = NodeStepper(
+            api=self.api,
+            plan=name,
+            plan_generation=_generation(body),
+            drain_timeout=duration_seconds(spec.rollout.drain_timeout),
+            agent_timeout=self.agent_timeout,
+            events=lambda kind, reason, message: self.events(body, kind, reason, message),
+            clock=self.clock,
+        )
+        for record in sorted(records.values(), key=lambda r: r.order):
+            if record.in_progress:
+                records[record.node] = stepper.advance(record)
+        while True:
+            starting = nodes_to_start(
+                records.values(),
+                max_unavailable=spec.rollout.max_unavailable,
+                window_open=window.open,
+                create_outside_window=spec.policy.create_outside_window,
+            )
+            if not starting:
+                break
+            for node in starting:
+                records[node] = stepper.advance(records[node])
+        generation = _generation(body)
+        if records:
+            phase = rollout_phase(records.values())
+            done = sum(1 for r in records.values() if r.finished)
+            update["progress"] = f"{done}/{len(records)}"
+            update["phase"] = phase.value
+            failed = sorted(n for n, r in records.items() if r.finished and r.step.value != "Done")
+            update["conditions"] = merge_conditions(
+                status.get("conditions") or [],
+                [
+                    condition(
+                        "Ready",
+                        phase is RolloutPhase.READY,
+                        phase.value,
+                        f"{done} of {len(records)} nodes finished",
+                        generation,
+                    ),
+                    condition(
+                        "Progressing",
+                        phase is RolloutPhase.PROGRESSING,
+                        "NodesInHand" if phase is RolloutPhase.PROGRESSING else phase.value,
+                        ", ".join(sorted(n for n, r in records.items() if r.in_progress))
+                        or ("window closed" if not window.open else "nothing in hand"),
+                        generation,
+                    ),
+                    condition(
+                        "Degraded",
+                        bool(failed),
+                        "NodesNotReconfigured" if failed else "AllNodesOk",
+                        "; ".join(f"{n}: {records[n].message}" for n in failed) or "none",
+                        generation,
+                    ),
+                ],
+            )
+            metrics.set_phase(name, phase.value)
+        self._write_if_changed(body, update)
+
+    def _write_if_changed(self, body: dict[str, Any], update: dict[str, Any]) -> None:
+        fresh = kube.get_plan(self.api, name=body["metadata"]["name"]) or body
+        status = fresh.get("status") or {}
+        if any(status.get(k) != v for k, v in update.items()):
+            self._write(fresh, update)
+
+
+def _generation(body: dict[str, Any]) -> int:
+    return int(body["metadata"].get("generation", 0))

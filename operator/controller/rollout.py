@@ -1,0 +1,360 @@
+"""Take a node's rollout steps: cordon, evict, write the NodePartition, verify, uncordon.
+
+Each step is written to the plan's status *before* it is taken (planner/rollout.py holds the
+record), so an operator killed at any point re-takes the recorded step when it comes back.
+Every step is safe to take twice: cordoning marks the node with an annotation in the same
+write (so only a node migplan cordoned is ever uncordoned by it), eviction skips pods that
+are gone or already terminating, the NodePartition write is idempotent, and verification
+only reads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from migplan.operator.controller import metrics
+from migplan.operator.kube import client as kube
+from migplan.planner.layout import Instance, Layout
+from migplan.planner.resources import is_mig_resource, resource_name
+from migplan.planner.rollout import NodeRollout, NodeStep
+from migplan.planner.schedule import parse_timestamp, timestamp
+
+log = structlog.get_logger("migplan.rollout")
+
+CORDONED_BY = "migplan.io/cordoned-by"
+"""Node annotation naming the plan that cordoned the node; only that plan uncordons it."""
+CRASH_AT = "MIGPLAN_TEST_CRASH_AT"
+"""Tests set `before:<Step>` or `after:<Step>` to kill the operator at that step boundary."""
+AGENT_FAILURES = frozenset({"Invalid", "Failed", "Blocked", "ResetRequired"})
+EventSink = Callable[[str, str, str], None]
+"""(type Normal|Warning, reason, message) -> posts an event on the plan."""
+
+
+def _crash_point(when: str, step: NodeStep) -> None:
+    if os.environ.get(CRASH_AT) == f"{when}:{step.value}":
+        log.warning("crashing on purpose", at=f"{when}:{step.value}")
+        os._exit(17)
+
+
+@dataclass
+class NodeStepper:
+    """Advances one plan's nodes through their rollout steps."""
+
+    api: Any
+    plan: str
+    plan_generation: int
+    drain_timeout: float
+    agent_timeout: float
+    events: EventSink
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    _retry_at: dict[str, float] = field(default_factory=dict)
+
+    def advance(self, record: NodeRollout) -> NodeRollout:
+        """Take the node's steps until one has to wait or the node is finished; returns the
+        record as last written to status."""
+        while not record.finished:
+            following = self._take(record)
+            if following is None:
+                return record
+            record = self._record(record, following)
+        return record
+
+    def _record(self, previous: NodeRollout, record: NodeRollout) -> NodeRollout:
+        """Write `record` to the plan's status; the step it names is taken after this."""
+        now = self.clock()
+        if record.step is not previous.step:
+            if previous.since:
+                metrics.STEP_SECONDS.labels(step=previous.step.value).observe(
+                    (now - parse_timestamp(previous.since)).total_seconds()
+                )
+            record = record.model_copy(update={"since": timestamp(now)})
+        kube.patch_plan_status(
+            self.api,
+            name=self.plan,
+            status={
+                "rollout": {"nodes": {record.node: record.model_dump(mode="json", by_alias=True)}}
+            },
+        )
+        log.info(
+            "step",
+            plan=self.plan,
+            node=record.node,
+            step=record.step.value,
+            message=record.message,
+        )
+        if record.finished:
+            result = record.step.value
+            metrics.NODES_RECONFIGURED.labels(result=result).inc()
+            kind = "Normal" if record.step is NodeStep.DONE else "Warning"
+            self.events(kind, f"Node{result}", f"{record.node}: {record.message or result}")
+        _crash_point("before", record.step)
+        return record
+
+    def _take(self, record: NodeRollout) -> NodeRollout | None:
+        """Take the recorded step; the record of the next step, or None to wait."""
+        step = record.step
+        following = {
+            NodeStep.PENDING: self._check_fresh,
+            NodeStep.CORDONING: self._cordon,
+            NodeStep.EVICTING: self._evict,
+            NodeStep.PARTITIONING: self._partition,
+            NodeStep.VERIFYING: self._verify,
+            NodeStep.UNCORDONING: self._uncordon,
+            NodeStep.ROLLING_BACK: self._roll_back,
+        }[step](record)
+        if following is not None and following.step is not step:
+            _crash_point("after", step)
+        return following
+
+    def _next(self, record: NodeRollout, step: NodeStep, message: str | None) -> NodeRollout:
+        return record.model_copy(update={"step": step, "message": message})
+
+    def _observed(
+        self, node: str
+    ) -> tuple[dict[int, str], dict[int, dict[str, str]], dict[str, Any]]:
+        """Layouts and in-use instances the node's agent reports, and its status."""
+        found = kube.get_node_partition(self.api, name=node) or {}
+        status = found.get("status") or {}
+        gpus = status.get("gpus") or []
+        layouts = {int(g["index"]): str(g.get("layout", "-")) for g in gpus}
+        in_use = {int(g["index"]): dict(g.get("inUse") or {}) for g in gpus}
+        return layouts, in_use, status
+
+    def _check_fresh(self, record: NodeRollout) -> NodeRollout:
+        """Start the node, unless it no longer has the layouts the plan started from."""
+        layouts, _, _ = self._observed(record.node)
+        stale = [
+            f"GPU {b.index} has {layouts.get(b.index, 'nothing reported')}, planned from {b.layout}"
+            for b in record.before
+            if layouts.get(b.index) != b.layout
+        ]
+        if stale:
+            return self._next(
+                record,
+                NodeStep.ROLLED_BACK,
+                "the node changed since planning (" + "; ".join(stale) + "): left as it is; "
+                "the next rebalance plans it again",
+            )
+        if record.disruptive:
+            return self._next(record, NodeStep.CORDONING, "cordoning")
+        return self._next(record, NodeStep.PARTITIONING, "only free slices change: no cordon")
+
+    def _cordon(self, record: NodeRollout) -> NodeRollout:
+        node = kube.get_node(self.api, name=record.node)
+        owner = (node.metadata.annotations or {}).get(CORDONED_BY)
+        if owner == self.plan:
+            message = "cordoned"
+        elif node.spec.unschedulable:
+            message = "already cordoned by someone else: it stays so afterwards"
+        else:
+            kube.patch_node(
+                self.api,
+                name=record.node,
+                body={
+                    "spec": {"unschedulable": True},
+                    "metadata": {"annotations": {CORDONED_BY: self.plan}},
+                },
+            )
+            message = "cordoned"
+        return self._next(record, NodeStep.EVICTING, message)
+
+    def _evict(self, record: NodeRollout) -> NodeRollout | None:
+        """Evict the planned pods (never others); move on once they are all gone."""
+        layouts, in_use, _ = self._observed(record.node)
+        holders = set()
+        for target in record.gpus:
+            current = Layout.parse(layouts.get(target.index, "-"))
+            going = set(current.instances) - set(Layout.parse(target.layout).instances)
+            holders |= {
+                pod
+                for instance, pod in in_use.get(target.index, {}).items()
+                if Instance.parse(instance) in going
+            }
+        unexpected = sorted(holders - set(record.evict))
+        if unexpected:
+            return self._next(
+                record,
+                NodeStep.ROLLING_BACK,
+                "pods the plan did not expect hold instances that must go "
+                f"({', '.join(unexpected)}); they are not evicted",
+            )
+        refused, terminating = [], []
+        for pod in record.evict:
+            namespace, name = pod.split("/", 1)
+            found = kube.get_pod(self.api, namespace=namespace, name=name)
+            if found is None:
+                continue
+            if found.metadata.deletion_timestamp is not None:
+                terminating.append(pod)
+                continue
+            if time.monotonic() < self._retry_at.get(pod, 0.0):
+                refused.append(f"{pod}: waiting to retry")
+                continue
+            refusal = kube.evict_pod(self.api, namespace=namespace, name=name)
+            if refusal is None:
+                metrics.EVICTIONS.inc()
+                log.info("evicted", plan=self.plan, node=record.node, pod=pod)
+                self.events("Normal", "Evicted", f"{pod} evicted from {record.node}")
+                terminating.append(pod)
+            else:
+                metrics.EVICTIONS_REFUSED.inc()
+                tries = self._retry_at.get(f"{pod}#tries", 0.0) + 1
+                self._retry_at[f"{pod}#tries"] = tries
+                self._retry_at[pod] = time.monotonic() + min(2.0 * 2**tries, 60.0)
+                refused.append(f"{pod}: {refusal}")
+        if not refused and not terminating:
+            return self._next(record, NodeStep.PARTITIONING, "drained")
+        since = parse_timestamp(record.since) if record.since else self.clock()
+        if (self.clock() - since).total_seconds() > self.drain_timeout:
+            evicted = sorted(set(record.evict) - {r.split(":")[0] for r in refused})
+            stuck = refused + [f"{p}: still terminating" for p in terminating]
+            return self._next(
+                record,
+                NodeStep.ROLLING_BACK,
+                f"drain timed out: {'; '.join(stuck)}"
+                + (f" (evicted before giving up: {', '.join(evicted)})" if evicted else ""),
+            )
+        message = "; ".join(refused + [f"{p}: terminating" for p in terminating])
+        if message != record.message:
+            return self._next(record, NodeStep.EVICTING, message)
+        return None
+
+    def _partition(self, record: NodeRollout) -> NodeRollout:
+        body = {
+            "apiVersion": "migplan.io/v1alpha1",
+            "kind": "NodePartition",
+            "metadata": {"name": record.node},
+            "spec": {
+                "nodeName": record.node,
+                "plan": self.plan,
+                "planGeneration": self.plan_generation,
+                "gpus": [
+                    t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in record.gpus
+                ],
+                "evictedPods": list(record.evict),
+            },
+        }
+        kube.apply_node_partition(self.api, body=body)
+        written = kube.get_node_partition(self.api, name=record.node) or {}
+        generation = int(written.get("metadata", {}).get("generation", 0))
+        updated = record.model_copy(update={"generation": generation})
+        return self._next(
+            updated, NodeStep.VERIFYING, f"waiting for the agent to apply generation {generation}"
+        )
+
+    def _verify(self, record: NodeRollout) -> NodeRollout | None:
+        layouts, _, status = self._observed(record.node)
+        generation = record.generation or 0
+        want = {t.index: t.layout for t in record.gpus}
+        applied = int(status.get("appliedGeneration") or 0) >= generation
+        if (
+            applied
+            and status.get("phase") == "Applied"
+            and all(layouts.get(i) == v for i, v in want.items())
+        ):
+            mismatch = self._allocatable_mismatch(record.node, layouts)
+            if mismatch is None:
+                return self._next(record, NodeStep.UNCORDONING, "applied")
+            return self._waiting(record, mismatch)
+        ready: dict[str, Any] = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
+        failed = (
+            status.get("phase") in AGENT_FAILURES
+            and int(ready.get("observedGeneration") or 0) >= generation
+        )
+        since = parse_timestamp(record.since) if record.since else self.clock()
+        late = (self.clock() - since).total_seconds() > self.agent_timeout
+        if not failed and not late:
+            return self._waiting(record, f"waiting for the agent to apply generation {generation}")
+        why = (
+            f"the agent reports {status.get('phase')}: {ready.get('message', '')}"
+            if failed
+            else f"the agent did not apply generation {generation} in {self.agent_timeout:.0f} s"
+        )
+        self._pin(record, layouts)
+        return self._next(
+            record.model_copy(update={"failure": why}),
+            NodeStep.UNCORDONING,
+            f"{why}; {self._which(record, layouts)}",
+        )
+
+    def _waiting(self, record: NodeRollout, message: str) -> NodeRollout | None:
+        if message != record.message:
+            return self._next(record, record.step, message)
+        return None
+
+    def _which(self, record: NodeRollout, layouts: dict[int, str]) -> str:
+        """Per GPU: whether its instances are as planned, as they were, or neither."""
+        before = {b.index: b.layout for b in record.before}
+        parts = []
+        for target in record.gpus:
+            have = layouts.get(target.index, "unknown")
+            if have == target.layout:
+                parts.append(f"GPU {target.index} as planned")
+            elif have == before.get(target.index):
+                parts.append(f"GPU {target.index} as it was")
+            else:
+                parts.append(f"GPU {target.index} has {have}")
+        return ", ".join(parts)
+
+    def _pin(self, record: NodeRollout, layouts: dict[int, str]) -> None:
+        """Point the NodePartition at what the node has, so the agent stops changing it."""
+        found = kube.get_node_partition(self.api, name=record.node)
+        if found is None:
+            return
+        spec = dict(found["spec"])
+        spec["gpus"] = [
+            {
+                "index": t.index,
+                "layout": layouts.get(t.index, t.layout),
+                **({"uuid": t.uuid} if t.uuid else {}),
+            }
+            for t in record.gpus
+        ]
+        kube.apply_node_partition(self.api, body={**found, "spec": spec})
+
+    def _allocatable_mismatch(self, node: str, layouts: dict[int, str]) -> str | None:
+        want: Counter[str] = Counter()
+        for layout in layouts.values():
+            want.update(resource_name(i.profile) for i in Layout.parse(layout).instances)
+        allocatable = kube.get_node(self.api, name=node).status.allocatable or {}
+        have = Counter({k: int(v) for k, v in allocatable.items() if is_mig_resource(k) and int(v)})
+        if have == want:
+            return None
+        return f"waiting for the device plugin: node offers {dict(have)}, NVML has {dict(want)}"
+
+    def _uncordon(self, record: NodeRollout) -> NodeRollout:
+        self._release(record.node)
+        if record.failure:
+            return self._next(record, NodeStep.FAILED, record.message)
+        return self._next(record, NodeStep.DONE, "reconfigured")
+
+    def _roll_back(self, record: NodeRollout) -> NodeRollout:
+        self._release(record.node)
+        return self._next(
+            record,
+            NodeStep.ROLLED_BACK,
+            f"{record.message}; geometry left as it was, node uncordoned",
+        )
+
+    def _release(self, name: str) -> None:
+        """Uncordon the node if this plan cordoned it."""
+        node = kube.get_node(self.api, name=name)
+        if (node.metadata.annotations or {}).get(CORDONED_BY) == self.plan:
+            kube.patch_node(
+                self.api,
+                name=name,
+                body={
+                    "spec": {"unschedulable": False},
+                    "metadata": {"annotations": {CORDONED_BY: None}},
+                },
+            )

@@ -1,0 +1,100 @@
+"""A simulated GPU fleet in one process: per node an emulated NVML, the node agent, and the
+simulated device plugin, swept by a background thread.
+
+The end-to-end tests and bench/rollout.py run it beside the real control plane, so the
+operator, the scheduler and kwok see what they would see on real GPU nodes.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any
+
+import structlog
+
+from migplan.operator.agent.node import NodeAgent
+from migplan.operator.agent.reconcile import reconcile_gpu
+from migplan.operator.nvml.adapter import NvmlAdapter
+from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
+from migplan.planner.catalog import Catalog
+from migplan.planner.layout import Layout
+
+log = structlog.get_logger("migplan.sim")
+
+
+def _same(fake: FakeNvml) -> FakeNvml:
+    return fake
+
+
+def emulated_node(models: list[str], layouts: list[str], *, catalog: Catalog) -> FakeNvml:
+    """Emulated GPUs of `models`, MIG on, each holding its layout (canonical text)."""
+    fake = FakeNvml(models, mig=True)
+    with NvmlAdapter(fake) as nvml:
+        for device, layout in zip(nvml.devices(), layouts, strict=True):
+            reconcile_gpu(
+                nvml,
+                index=device.index,
+                model=catalog.model(device.name),
+                desired=Layout.parse(layout),
+            )
+    return fake
+
+
+class SimulatedFleet:
+    """Agents and a device plugin for `nodes` (node name -> its emulated GPUs)."""
+
+    def __init__(
+        self, *, api: Any, nodes: dict[str, FakeNvml], catalog: Catalog, interval: float = 0.5
+    ) -> None:
+        self.nodes = nodes
+        self.plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
+        self.agents = {
+            name: NodeAgent(
+                api=api,
+                node=name,
+                nvml=functools.partial(_same, fake),
+                catalog=catalog,
+                bindings=self.plugin,
+                device_plugin=self.plugin,
+                allocatable_timeout=5.0,
+            )
+            for name, fake in nodes.items()
+        }
+        self.interval = interval
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep(self) -> None:
+        """One pass over every node: bind scheduled pods, then run its agent once."""
+        for name, agent in self.agents.items():
+            try:
+                self.plugin.sync(name)
+                agent.run_once()
+            except Exception as exc:  # a sweep must go on to the other nodes
+                self.errors.append(f"{name}: {exc!r}")
+                log.warning("sweep failed", node=name, error=repr(exc))
+
+    def start(self) -> SimulatedFleet:
+        """Publish every node's resources and sweep in the background until `stop`."""
+        for name in self.nodes:
+            self.plugin.publish(name)
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                self.sweep()
+                self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+        self._thread = threading.Thread(target=loop, name="simulated-fleet", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sweeping (waits for the current sweep)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)

@@ -1,0 +1,156 @@
+"""The rollout of a plan, node by node: the per-node record kept in the plan's status, and
+the pure decisions about it (order, which nodes may start, the plan's phase).
+
+The operator records a node's step *before* taking it, so a restarted operator re-takes that
+step; every step is written to be safe to take twice. The record holds the node's own target,
+so a node in hand is finished against the plan it started with even if the plan changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from migplan.planner.layout import Layout
+from migplan.planner.nodepartition import GpuTarget
+from migplan.planner.plan import GpuPlan, OperationKind, Plan
+from migplan.planner.schema import CamelModel
+
+
+class NodeStep(StrEnum):
+    """Where a node is in its rollout. The order of the happy path is the order below."""
+
+    PENDING = "Pending"
+    CORDONING = "Cordoning"
+    EVICTING = "Evicting"
+    PARTITIONING = "Partitioning"
+    VERIFYING = "Verifying"
+    UNCORDONING = "Uncordoning"
+    DONE = "Done"
+    ROLLING_BACK = "RollingBack"
+    ROLLED_BACK = "RolledBack"
+    """Given up before its NodePartition was written: geometry unchanged, node uncordoned."""
+    FAILED = "Failed"
+    """The agent could not apply the target: node uncordoned; the message says what it has."""
+
+
+FINISHED = frozenset({NodeStep.DONE, NodeStep.ROLLED_BACK, NodeStep.FAILED})
+
+
+class NodeRollout(CamelModel):
+    """One node's rollout record (status.rollout.nodes[<node>])."""
+
+    node: str
+    step: NodeStep = NodeStep.PENDING
+    order: Annotated[int, Field(ge=0, description="position in the rollout, by benefit")] = 0
+    before: tuple[GpuTarget, ...] = Field(description="layouts the plan started from")
+    gpus: tuple[GpuTarget, ...] = Field(description="the node's target, every GPU")
+    evict: tuple[str, ...] = Field(default=(), description="pods to evict (namespace/name)")
+    disruptive: bool = Field(description="destroys an instance or evicts a pod: needs the window")
+    benefit: int = Field(default=0, description="instances created for demanded profiles")
+    since: str | None = Field(default=None, description="when the current step began")
+    generation: int | None = Field(default=None, description="NodePartition generation written")
+    message: str | None = None
+    failure: str | None = Field(default=None, description="why the agent could not apply it")
+
+    @property
+    def finished(self) -> bool:
+        """Whether nothing more will happen to this node in this rollout."""
+        return self.step in FINISHED
+
+    @property
+    def in_progress(self) -> bool:
+        """Started and not finished: counts against maxUnavailable."""
+        return self.step is not NodeStep.PENDING and not self.finished
+
+
+def _disruptive(gpus: Iterable[GpuPlan]) -> bool:
+    return any(
+        g.evict or any(op.kind is OperationKind.DESTROY_GI for op in g.operations) for g in gpus
+    )
+
+
+def _benefit(gpus: Iterable[GpuPlan], wanted: set[str]) -> int:
+    created: Counter[str] = Counter()
+    for g in gpus:
+        existing = set(Layout.parse(g.before).instances)
+        created.update(i.profile for i in Layout.parse(g.after).instances if i not in existing)
+    return sum(n for profile, n in created.items() if profile in wanted)
+
+
+def rollout_nodes(plan: Plan) -> list[NodeRollout]:
+    """A record per node the plan changes, most beneficial first (then fewest evictions,
+    then name), so demand is met as early as the rollout allows."""
+    by_node: dict[str, list[GpuPlan]] = {}
+    for g in plan.gpus:
+        by_node.setdefault(g.node, []).append(g)
+    wanted = {r.profile for r in plan.demand if r.requested}
+    records = []
+    for node, gpus in by_node.items():
+        if not any(g.changed for g in gpus):
+            continue
+        records.append(
+            NodeRollout(
+                node=node,
+                before=tuple(GpuTarget(index=g.gpu, uuid=g.uuid, layout=g.before) for g in gpus),
+                gpus=tuple(GpuTarget(index=g.gpu, uuid=g.uuid, layout=g.after) for g in gpus),
+                evict=tuple(sorted({p for g in gpus for p in g.evict})),
+                disruptive=_disruptive(gpus),
+                benefit=_benefit(gpus, wanted),
+            )
+        )
+    records.sort(key=lambda r: (-r.benefit, len(r.evict), r.node))
+    return [r.model_copy(update={"order": n}) for n, r in enumerate(records)]
+
+
+def nodes_to_start(
+    records: Iterable[NodeRollout],
+    *,
+    max_unavailable: int,
+    window_open: bool,
+    create_outside_window: bool,
+) -> list[str]:
+    """The pending nodes that may start now, in rollout order.
+
+    At most `max_unavailable` nodes are in hand at once. A disruptive node starts only
+    inside the window; a node that only adds instances in free slices may start outside it
+    when the policy allows.
+    """
+    ordered = sorted(records, key=lambda r: r.order)
+    free = max_unavailable - sum(1 for r in ordered if r.in_progress)
+    chosen = []
+    for record in ordered:
+        if free <= 0:
+            break
+        if record.step is not NodeStep.PENDING:
+            continue
+        if window_open or (create_outside_window and not record.disruptive):
+            chosen.append(record.node)
+            free -= 1
+    return chosen
+
+
+class RolloutPhase(StrEnum):
+    """The plan's phase as its rollout sees it."""
+
+    READY = "Ready"
+    DEGRADED = "Degraded"
+    PROGRESSING = "Progressing"
+    WAITING = "WaitingForWindow"
+
+
+def rollout_phase(records: Iterable[NodeRollout]) -> RolloutPhase:
+    """Ready when every node is done, Degraded when all finished but some did not make it,
+    Progressing while a node is in hand, else waiting for the window."""
+    records = list(records)
+    if all(r.finished for r in records):
+        if all(r.step is NodeStep.DONE for r in records):
+            return RolloutPhase.READY
+        return RolloutPhase.DEGRADED
+    if any(r.in_progress for r in records):
+        return RolloutPhase.PROGRESSING
+    return RolloutPhase.WAITING

@@ -1,0 +1,192 @@
+"""The operator rolls plans out on the real control plane: simulated GPU nodes (agents on the
+NVML emulator, simulated device plugin), the real scheduler, kwok for pod lifecycles."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from nodes import gpu_node, mig_deployment, mig_pod
+from operator_proc import free_port, running_operator
+from waiting import wait_for
+
+from migplan.operator.controller.rollout import CORDONED_BY
+from migplan.operator.kube import client as kube
+from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
+from migplan.planner.catalog import default_catalog
+
+pytestmark = pytest.mark.cluster
+ALWAYS_OPEN = {"start": "* * * * *", "duration": "1h"}
+
+
+def closed_window() -> dict:
+    """A daily one-hour window that starts twelve hours from now."""
+    hour = (datetime.now(UTC) + timedelta(hours=12)).hour
+    return {"start": f"0 {hour} * * *", "duration": "1h"}
+
+
+def make_plan(name: str, pool: str, *, window: dict, **spec) -> dict:
+    return {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": pool}},
+            "demand": {
+                "fromPendingPods": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": pool}},
+                    "priority": 10,
+                }
+            },
+            "policy": {"disruption": "evict"},
+            "window": window,
+            "rollout": {"maxUnavailable": 1, "drainTimeout": "20s"},
+            **spec,
+        },
+    }
+
+
+def apply(cp, *objects: dict) -> None:
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+    )
+
+
+def build_pool(cp, pool: str, layouts: dict[str, str]) -> SimulatedFleet:
+    """One-GPU H100 nodes labelled for `pool`, with the given layouts, their fleet running."""
+    catalog = default_catalog()
+    apply(
+        cp,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool}},
+        *(
+            gpu_node(n, product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": pool})
+            for n in layouts
+        ),
+    )
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    nodes = {
+        n: emulated_node(["H100-80GB"], [layout], catalog=catalog) for n, layout in layouts.items()
+    }
+    return SimulatedFleet(api=api, nodes=nodes, catalog=catalog, interval=0.3).start()
+
+
+def pod(cp, namespace: str, name: str) -> dict | None:
+    result = cp.kubectl("get", "pod", "-n", namespace, name, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def running(cp, namespace: str, *names: str) -> bool:
+    pods = [pod(cp, namespace, n) for n in names]
+    return all(p and p["status"].get("phase") == "Running" for p in pods)
+
+
+def plan_status(cp, name: str) -> dict:
+    return json.loads(cp.kubectl("get", "gpp", name, "-o", "json").stdout).get("status", {})
+
+
+def node_obj(cp, name: str) -> dict:
+    return json.loads(cp.kubectl("get", "node", name, "-o", "json").stdout)
+
+
+def layout_of(fleet: SimulatedFleet, node: str) -> str:
+    return str(fleet.nodes[node].layout(0))
+
+
+def pods_of(cp, namespace: str, app: str) -> list[dict]:
+    return json.loads(
+        cp.kubectl("get", "pods", "-n", namespace, "-l", f"app={app}", "-o", "json").stdout
+    )["items"]
+
+
+def app_running(cp, namespace: str, *apps: str) -> bool:
+    return all(
+        (pods := pods_of(cp, namespace, app))
+        and all(p["status"].get("phase") == "Running" for p in pods)
+        for app in apps
+    )
+
+
+def unschedulable(cp, namespace: str, *names: str) -> bool:
+    return all(
+        any(
+            c.get("reason") == "Unschedulable"
+            for c in (pod(cp, namespace, n) or {}).get("status", {}).get("conditions", [])
+        )
+        for n in names
+    )
+
+
+def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
+    cp = crds
+    # Each node has a 1g instance in use where it blocks a second 3g instance.
+    fleet = build_pool(cp, "ro", {"ro-a": "1g.10gb@0", "ro-b": "1g.10gb@6"})
+    try:
+        apply(
+            cp,
+            mig_deployment("frag", profile="1g.10gb", namespace="ro"),
+            mig_deployment("small", profile="1g.10gb", namespace="ro"),
+        )
+        wait_for(lambda: app_running(cp, "ro", "frag", "small"), "the running pods")
+        before = {
+            p["metadata"]["name"]: p["metadata"]["uid"]
+            for app in ("frag", "small")
+            for p in pods_of(cp, "ro", app)
+        }
+        wanted = [f"want-{i}" for i in range(3)]
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="ro") for n in wanted))
+        wait_for(lambda: unschedulable(cp, "ro", *wanted), "the new pods to be unschedulable")
+        port = free_port()
+        with running_operator(cp, metrics_port=port):
+            apply(cp, make_plan("ro", "ro", window=ALWAYS_OPEN))
+            status = wait_for(
+                lambda: (s := plan_status(cp, "ro")).get("phase") == "Ready" and s,
+                "the rollout to finish",
+                timeout=120,
+            )
+            wait_for(lambda: running(cp, "ro", *wanted), "the pending pods to run", timeout=60)
+            wait_for(lambda: app_running(cp, "ro", "frag", "small"), "the evicted pod's successor")
+            metrics = (
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+                .read()
+                .decode()
+            )
+        assert status["demandMet"] == "3/3"
+        assert status["progress"] == "2/2"
+        nodes = status["rollout"]["nodes"]
+        assert {n: r["step"] for n, r in nodes.items()} == {"ro-a": "Done", "ro-b": "Done"}
+        evicted = [p for r in nodes.values() for p in r["evict"]]
+        assert len(evicted) == 1
+        assert [r["disruptive"] for r in nodes.values()].count(True) == 1
+        # The planned pod went (its Deployment replaced it); the other one was left alone.
+        after = {
+            p["metadata"]["name"]: p["metadata"]["uid"]
+            for app in ("frag", "small")
+            for p in pods_of(cp, "ro", app)
+        }
+        gone = {f"ro/{name}" for name in before if name not in after}
+        assert gone == set(evicted)
+        assert [uid for name, uid in before.items() if name in after] == [
+            after[name] for name in before if name in after
+        ]
+        for name in ("ro-a", "ro-b"):
+            node = node_obj(cp, name)
+            assert not node["spec"].get("unschedulable")
+            assert CORDONED_BY not in node["metadata"].get("annotations", {})
+            assert layout_of(fleet, name) == nodes[name]["gpus"][0]["layout"]
+        conditions = {c["type"]: c["status"] for c in status["conditions"]}
+        assert conditions["Ready"] == "True"
+        assert conditions["Degraded"] == "False"
+        assert "migplan_evictions_total 1.0" in metrics
+        assert 'migplan_plans{phase="Ready"} 1.0' in metrics
+        events = cp.kubectl(
+            "get", "events", "--field-selector", "involvedObject.name=ro", "-o", "json"
+        ).stdout
+        assert f"{evicted[0]} evicted from" in events
+        assert not fleet.errors
+    finally:
+        fleet.stop()
