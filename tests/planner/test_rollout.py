@@ -1,0 +1,125 @@
+"""Rollout records from a plan, the order of nodes, who may start, and the plan's phase."""
+
+from __future__ import annotations
+
+import pytest
+
+from migplan.planner.inventory import Inventory
+from migplan.planner.pipeline import plan_fleet
+from migplan.planner.rollout import (
+    NodeRollout,
+    NodeStep,
+    RolloutPhase,
+    nodes_to_start,
+    rollout_nodes,
+    rollout_phase,
+)
+from migplan.planner.schema import parse_model
+from migplan.planner.spec import GPUPartitionPlan
+
+
+def plan_for(catalog, nodes: dict[str, tuple[str, dict[str, str]]], pending: int):
+    inventory = Inventory.model_validate(
+        {
+            "namespaces": {"ml": {}},
+            "nodes": [
+                {
+                    "name": name,
+                    "gpus": [{"index": 0, "model": "H100-80GB", "layout": layout, "inUse": in_use}],
+                }
+                for name, (layout, in_use) in nodes.items()
+            ],
+            "pendingPods": [
+                {"namespace": "ml", "name": f"p{i}", "requests": {"nvidia.com/mig-3g.40gb": 1}}
+                for i in range(pending)
+            ],
+        }
+    )
+    manifest = parse_model(
+        GPUPartitionPlan,
+        {
+            "apiVersion": "migplan.io/v1alpha1",
+            "kind": "GPUPartitionPlan",
+            "metadata": {"name": "p"},
+            "spec": {
+                "demand": {"fromPendingPods": {"priority": 10}},
+                "policy": {"disruption": "evict"},
+                "window": {"start": "0 2 * * *", "duration": "1h"},
+            },
+        },
+        source="test",
+    )
+    return plan_fleet(manifest, inventory, catalog).plan
+
+
+def test_records_cover_changed_nodes_with_their_whole_target(catalog) -> None:
+    plan = plan_for(
+        catalog,
+        {
+            "a": ("1g.10gb@0", {"1g.10gb@0": "ml/frag"}),
+            "b": ("1g.10gb@6", {"1g.10gb@6": "ml/small"}),
+            "c": ("7g.80gb@0", {"7g.80gb@0": "ml/big"}),
+        },
+        pending=3,
+    )
+    records = {r.node: r for r in rollout_nodes(plan)}
+    assert set(records) == {"a", "b"}  # c is full and busy: untouched
+    disruptive = [r for r in records.values() if r.disruptive]
+    assert len(disruptive) == 1
+    assert len(disruptive[0].evict) == 1
+    for record in records.values():
+        gpu = next(g for g in plan.gpus if g.node == record.node)
+        assert [t.layout for t in record.gpus] == [gpu.after]
+        assert [t.layout for t in record.before] == [gpu.before]
+    # Ordered by benefit: the node that gains two 3g instances goes first.
+    ordered = sorted(records.values(), key=lambda r: r.order)
+    assert ordered[0].benefit == 2
+    assert ordered[0].disruptive
+
+
+def record(node: str, order: int, step=NodeStep.PENDING, disruptive=True) -> NodeRollout:
+    return NodeRollout(
+        node=node,
+        order=order,
+        step=step,
+        before=(),
+        gpus=(),
+        disruptive=disruptive,
+    )
+
+
+def test_at_most_max_unavailable_nodes_are_in_hand() -> None:
+    records = [record("a", 0, NodeStep.EVICTING), record("b", 1), record("c", 2), record("d", 3)]
+    assert nodes_to_start(
+        records, max_unavailable=3, window_open=True, create_outside_window=True
+    ) == ["b", "c"]
+    assert (
+        nodes_to_start(records, max_unavailable=1, window_open=True, create_outside_window=True)
+        == []
+    )
+
+
+def test_outside_the_window_only_additions_start_and_only_if_allowed() -> None:
+    records = [record("a", 0), record("b", 1, disruptive=False)]
+    assert nodes_to_start(
+        records, max_unavailable=2, window_open=False, create_outside_window=True
+    ) == ["b"]
+    assert (
+        nodes_to_start(records, max_unavailable=2, window_open=False, create_outside_window=False)
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "phase"),
+    [
+        ([NodeStep.DONE, NodeStep.DONE], RolloutPhase.READY),
+        ([NodeStep.DONE, NodeStep.ROLLED_BACK], RolloutPhase.DEGRADED),
+        ([NodeStep.FAILED], RolloutPhase.DEGRADED),
+        ([NodeStep.DONE, NodeStep.VERIFYING], RolloutPhase.PROGRESSING),
+        ([NodeStep.DONE, NodeStep.PENDING], RolloutPhase.WAITING),
+        ([], RolloutPhase.READY),
+    ],
+)
+def test_phase_of_a_rollout(steps, phase) -> None:
+    assert rollout_phase(record(str(n), n, s) for n, s in enumerate(steps)) is phase
