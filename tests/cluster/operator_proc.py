@@ -41,7 +41,7 @@ def start_operator(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "MIGPLAN_LOG_LEVEL": "info", **(env or {})},
     )
 
 

@@ -190,3 +190,106 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
         assert not fleet.errors
     finally:
         fleet.stop()
+
+
+def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -> None:
+    cp = crds
+    fleet = build_pool(cp, "pdb", {"pdb-a": "1g.10gb@0", "pdb-b": "1g.10gb@6"})
+    try:
+        guarded = mig_deployment("guarded", profile="1g.10gb", namespace="pdb")
+        guarded["spec"]["replicas"] = 2  # one on each node
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded", "namespace": "pdb"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+        apply(cp, guarded, budget)
+        wait_for(
+            lambda: len(pods_of(cp, "pdb", "guarded")) == 2 and app_running(cp, "pdb", "guarded"),
+            "the guarded pods",
+        )
+        uids = sorted(p["metadata"]["uid"] for p in pods_of(cp, "pdb", "guarded"))
+        wanted = [f"want-{i}" for i in range(3)]
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="pdb") for n in wanted))
+        wait_for(lambda: unschedulable(cp, "pdb", *wanted), "the new pods to be unschedulable")
+        with running_operator(cp):
+            plan = make_plan("pdb", "pdb", window=ALWAYS_OPEN)
+            plan["spec"]["rollout"]["drainTimeout"] = "4s"
+            apply(cp, plan)
+            status = wait_for(
+                lambda: (s := plan_status(cp, "pdb")).get("phase") == "Degraded" and s,
+                "the node to be rolled back",
+                timeout=90,
+            )
+        records = status["rollout"]["nodes"]
+        blocked = next(n for n, r in records.items() if r["disruptive"])
+        other = next(n for n in records if n != blocked)
+        assert records[blocked]["step"] == "RolledBack"
+        assert records[other]["step"] == "Done"  # the rollout went on with the other node
+        assert "drain timed out" in records[blocked]["message"]
+        assert "disruption budget" in records[blocked]["message"]
+        assert sorted(p["metadata"]["uid"] for p in pods_of(cp, "pdb", "guarded")) == uids
+        node = node_obj(cp, blocked)
+        assert not node["spec"].get("unschedulable")
+        assert CORDONED_BY not in node["metadata"].get("annotations", {})
+        assert layout_of(fleet, blocked) == records[blocked]["before"][0]["layout"]
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert degraded["status"] == "True"
+        assert blocked in degraded["message"]
+    finally:
+        fleet.stop()
+
+
+def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_fight(crds) -> None:
+    cp = crds
+    fleet = build_pool(cp, "win", {"win-busy": "1g.10gb@0", "win-empty": "1g.10gb@6"})
+    try:
+        apply(
+            cp,
+            mig_deployment("frag", profile="1g.10gb", namespace="win"),
+            mig_deployment("small", profile="1g.10gb", namespace="win"),
+        )
+        wait_for(lambda: app_running(cp, "win", "frag", "small"), "the running pods")
+        wanted = [f"want-{i}" for i in range(3)]
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="win") for n in wanted))
+        wait_for(lambda: unschedulable(cp, "win", *wanted), "the new pods to be unschedulable")
+        with running_operator(cp):
+            apply(cp, make_plan("win", "win", window=closed_window()))
+            status = wait_for(
+                lambda: (s := plan_status(cp, "win")).get("phase") == "WaitingForWindow" and s,
+                "the additions outside the window",
+                timeout=60,
+            )
+            steps = {n: r["step"] for n, r in status["rollout"]["nodes"].items()}
+            disruptive = next(n for n, r in status["rollout"]["nodes"].items() if r["disruptive"])
+            calm = next(n for n in steps if n != disruptive)
+            # The node that only gains instances in free slices changed; the other waits.
+            assert steps == {disruptive: "Pending", calm: "Done"}
+            assert status["windowOpen"] is False
+            assert status["nextWindow"].endswith(":00:00Z")
+            assert not node_obj(cp, disruptive)["spec"].get("unschedulable")
+            row = cp.kubectl("get", "gpp", "win").stdout.splitlines()[1].split()
+            assert row[1:5] == ["WaitingForWindow", "2", "3/3", "1/2"]
+
+            # A later plan over the same nodes is marked Conflict and does nothing.
+            late = make_plan("win-late", "win", window=ALWAYS_OPEN)
+            apply(cp, late)
+            conflict = wait_for(
+                lambda: (s := plan_status(cp, "win-late")).get("phase") == "Conflict" and s,
+                "the conflict",
+            )
+            message = next(c for c in conflict["conditions"] if c["type"] == "Conflict")["message"]
+            assert "plan win selects some of the same nodes" in message
+            assert "rollout" not in conflict
+            assert plan_status(cp, "win")["rollout"]["nodes"][disruptive]["step"] == "Pending"
+            # Once the first plan is gone, the later one plans.
+            cp.kubectl("delete", "gpp", "win")
+            wait_for(
+                lambda: plan_status(cp, "win-late").get("phase") not in (None, "Conflict"),
+                "the later plan to take over",
+                timeout=60,
+            )
+            cp.kubectl("delete", "gpp", "win-late")
+    finally:
+        fleet.stop()
