@@ -55,7 +55,8 @@ def stop_operator(proc) -> str:
 
 @contextlib.contextmanager
 def running_operator(cp, **kwargs) -> Iterator[subprocess.Popen]:
-    """The operator for the duration of a `with` block; stopped cleanly after."""
+    """The operator for the duration of a `with` block; stopped cleanly after (its logs are
+    then in `proc.output`)."""
     proc = start_operator(cp, **kwargs)
     try:
         yield proc
@@ -65,5 +66,4 @@ def running_operator(cp, **kwargs) -> Iterator[subprocess.Popen]:
         output, _ = proc.communicate(timeout=60)
         print(output[-20000:])  # shown by pytest with the failure
         raise
-    if proc.poll() is None:
-        stop_operator(proc)
+    proc.output = stop_operator(proc)  # for tests that read the logs afterwards
