@@ -18,6 +18,7 @@ from urllib3.exceptions import MaxRetryError
 from migplan.operator.cli import (
     agent,
     catalog_commands,
+    cluster_commands,
     crds,
     nvml_info,
     operator_command,
@@ -53,6 +54,8 @@ app.command("crds")(crds.crds)
 app.command("nvml-info")(nvml_info.nvml_info)
 app.command("agent")(agent.agent)
 app.command("operator")(operator_command.operator)
+app.command("status")(cluster_commands.status)
+app.command("rebalance")(cluster_commands.rebalance)
 
 
 def _print_version(value: bool) -> None:

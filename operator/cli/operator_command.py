@@ -26,6 +26,13 @@ def operator(
         float,
         typer.Option(min=0.2, help="Seconds between rollout steps and rebalance checks per plan."),
     ] = 10.0,
+    priority: Annotated[
+        int,
+        typer.Option(
+            help="Peering priority: an operator with a higher one makes this one pause "
+            "(equal priorities all pause, so run one replica)."
+        ),
+    ] = 0,
     agent_timeout: Annotated[
         float,
         typer.Option(min=1, help="Seconds a node's agent may take to apply its partition."),
@@ -51,7 +58,9 @@ def operator(
 
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's login handler reads it
-    handlers.configure(kubeconfig=kubeconfig, tick=tick, agent_timeout=agent_timeout)
+    handlers.configure(
+        kubeconfig=kubeconfig, tick=tick, agent_timeout=agent_timeout, priority=priority
+    )
     if metrics_port:
         start_http_server(metrics_port)
     if not standalone:

@@ -6,6 +6,7 @@ and writes status itself (so each rollout step is recorded before it is taken).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 import kopf
@@ -23,8 +24,9 @@ def _event(body: dict[str, Any], kind: str, reason: str, message: str) -> None:
     kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message[:1000])
 
 
-def configure(*, kubeconfig: str | None, tick: float, agent_timeout: float) -> None:
+def configure(*, kubeconfig: str | None, tick: float, agent_timeout: float, priority: int) -> None:
     """Connect the controller and register the periodic tick (`tick` seconds apart)."""
+    _state["priority"] = priority
     _state["controller"] = PlanController(
         api=kube.connect(kubeconfig=kubeconfig),
         catalog=default_catalog(),
@@ -33,6 +35,13 @@ def configure(*, kubeconfig: str | None, tick: float, agent_timeout: float) -> N
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
     kopf.timer(GROUP, VERSION, PLURAL, interval=tick, initial_delay=min(tick, 1.0))(on_tick)
+
+
+@kopf.on.startup()
+def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Peering priority, and events only for what a person should see."""
+    settings.peering.priority = _state.get("priority", 0)
+    settings.posting.level = logging.WARNING  # kopf's own handler chatter stays in the logs
 
 
 @kopf.on.login()

@@ -136,3 +136,22 @@ def test_only_the_agent_is_privileged_and_everything_is_bounded(deployed) -> Non
         assert container["resources"]["requests"]
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert container["image"] == "migplan/migplan:0.1.0"
+
+
+def test_the_example_rebalance_cronjob_applies_with_least_privilege(deployed) -> None:
+    cp = deployed
+    cp.kubectl("apply", "-f", str(ROOT / "deploy" / "examples" / "rebalance-cronjob.yaml"))
+    job = json.loads(
+        cp.kubectl(
+            "get", "cronjob", "-n", "migplan-system", "migplan-rebalance-shared-pool", "-o", "json"
+        ).stdout
+    )
+    assert job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "rebalance",
+        "shared-pool",
+    ]
+    who = "system:serviceaccount:migplan-system:migplan-rebalance"
+    assert can(cp, who, "patch", "gpupartitionplans.migplan.io")
+    assert not can(cp, who, "delete", "gpupartitionplans.migplan.io")
+    assert not can(cp, who, "patch", "gpupartitionplans.migplan.io/status")
+    assert not can(cp, who, "list", "secrets")

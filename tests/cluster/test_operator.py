@@ -98,3 +98,53 @@ def test_operator_plans_a_dry_run_plan(crds) -> None:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output[-3000:]
+
+
+def test_peering_lets_one_operator_take_over_from_another(crds) -> None:
+    cp = crds
+    cp.kubectl("apply", "-f", str(Path(__file__).parents[2] / "deploy" / "kopf-peering.yaml"))
+    cp.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/clusterkopfpeerings.kopf.dev",
+    )
+    migplan = str(Path(sys.executable).parent / "migplan")
+
+    def start(priority: int) -> subprocess.Popen:
+        return subprocess.Popen(
+            [
+                migplan,
+                "operator",
+                "--kubeconfig",
+                str(cp.kubeconfig),
+                "--metrics-port",
+                "0",
+                "--priority",
+                str(priority),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "MIGPLAN_LOG_LEVEL": "info"},
+        )
+
+    def peers() -> dict:
+        found = cp.kubectl("get", "clusterkopfpeering", "migplan", "-o", "json", check=False)
+        return json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
+
+    first = start(0)
+    second = None
+    try:
+        wait_for(lambda: len(peers()) == 1, "the operator to join the peering object")
+        second = start(100)
+        status = wait_for(lambda: len(s := peers()) == 2 and s, "the second operator to join")
+        assert sorted(p["priority"] for p in status.values()) == [0, 100]
+    finally:
+        outputs = []
+        for proc in (p for p in (second, first) if p is not None):
+            proc.send_signal(signal.SIGTERM)
+            outputs.append(proc.communicate(timeout=60)[0])
+    # The lower-priority operator paused in favour of the other; the higher one did not.
+    assert "Pausing operations in favour of" in outputs[-1], outputs[-1][-3000:]
+    assert "Pausing operations" not in outputs[0], outputs[0][-3000:]

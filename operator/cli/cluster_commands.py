@@ -1,0 +1,122 @@
+"""`migplan status` and `migplan rebalance`: a plan's rollout, and a re-plan on demand."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from migplan.operator.cli.context import KubeconfigOpt, OutputFormat, console
+from migplan.planner.errors import MigplanInputError
+
+PlanArg = Annotated[str, typer.Argument(metavar="PLAN", help="GPUPartitionPlan name.")]
+STEP_STYLE = {"Done": "green", "RolledBack": "yellow", "Failed": "red", "Pending": "dim"}
+
+
+def _plans(kubeconfig: str | None, name: str | None) -> list[dict[str, Any]]:
+    from migplan.operator.kube import client as kube
+
+    api = kube.connect(kubeconfig=kubeconfig)
+    if name is None:
+        return sorted(kube.list_plans(api), key=lambda p: str(p["metadata"]["name"]))
+    found = kube.get_plan(api, name=name)
+    if found is None:
+        raise MigplanInputError(f"no GPUPartitionPlan named {name!r} (see `kubectl get gpp`)")
+    return [found]
+
+
+def _summary_line(plan: dict[str, Any]) -> str:
+    status = plan.get("status") or {}
+    parts = [
+        f"[bold]{plan['metadata']['name']}[/]",
+        status.get("phase") or "not planned yet",
+        f"demand {status.get('demandMet', '?')}",
+        f"nodes done {status.get('progress', '-')}",
+    ]
+    if status.get("nextWindow"):
+        opened = "open" if status.get("windowOpen") else "closed"
+        parts.append(f"window {opened}, next {status['nextWindow']}")
+    if status.get("nextRebalance"):
+        parts.append(f"next rebalance {status['nextRebalance']}")
+    return "  ".join(parts)
+
+
+def _nodes_table(plan: dict[str, Any]) -> Table | None:
+    nodes = ((plan.get("status") or {}).get("rollout") or {}).get("nodes") or {}
+    if not nodes:
+        return None
+    table = Table("#", "node", "step", "since", "evict", "target", "message", box=None)
+    for record in sorted((r for r in nodes.values() if r), key=lambda r: r.get("order", 0)):
+        step = record.get("step", "?")
+        style = STEP_STYLE.get(step, "cyan")
+        table.add_row(
+            str(record.get("order", "")),
+            record.get("node", ""),
+            f"[{style}]{step}[/]",
+            record.get("since") or "",
+            ", ".join(record.get("evict") or []) or "-",
+            " ".join(f"{t['index']}:{t['layout']}" for t in record.get("gpus") or []),
+            record.get("message") or "",
+        )
+    return table
+
+
+def status(
+    plan: Annotated[
+        str | None, typer.Argument(metavar="[PLAN]", help="A plan name; all plans if omitted.")
+    ] = None,
+    kubeconfig: KubeconfigOpt = None,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json.")] = (
+        OutputFormat.TEXT
+    ),
+) -> None:
+    """Show plans and the progress of their rollouts, node by node.
+
+    For each plan: phase, demand met, nodes done, the maintenance window (open or closed and
+    when the next one starts) and the next rebalance; then per node in rollout order its
+    step (Pending, Cordoning, Evicting, Partitioning, Verifying, Uncordoning, Done,
+    RolledBack, Failed), since when, the pods it evicts, its target and the latest message.
+    """
+    plans = _plans(kubeconfig, plan)
+    if output is OutputFormat.JSON:
+        typer.echo(
+            json.dumps(
+                [{"name": p["metadata"]["name"], "status": p.get("status") or {}} for p in plans],
+                indent=2,
+            )
+        )
+        return
+    out = console()
+    if not plans:
+        out.print("no GPUPartitionPlans")
+    for item in plans:
+        out.print(_summary_line(item))
+        conditions = (item.get("status") or {}).get("conditions") or []
+        for condition in conditions:
+            if condition.get("status") == "True" and condition["type"] != "Planned":
+                out.print(f"  {condition['type']}: {condition.get('message', '')}")
+        table = _nodes_table(item)
+        if table is not None:
+            out.print(table)
+
+
+def rebalance(plan: PlanArg, kubeconfig: KubeconfigOpt = None) -> None:
+    """Ask the operator to re-plan PLAN now (as its rebalanceSchedule would).
+
+    Sets the migplan.io/rebalance annotation to the current time; the operator plans again on
+    its next tick (after any node in hand is finished) and rolls the result out in the
+    window. For a schedule kept outside the plan, run this from a Kubernetes CronJob
+    (deploy/examples/rebalance-cronjob.yaml).
+    """
+    from migplan.operator.controller.reconciler import REBALANCE
+    from migplan.operator.kube import client as kube
+
+    _plans(kubeconfig, plan)  # a clear error if it does not exist
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.annotate_plan(
+        kube.connect(kubeconfig=kubeconfig), name=plan, annotations={REBALANCE: stamp}
+    )
+    typer.echo(f"rebalance of {plan} requested at {stamp}")
