@@ -288,7 +288,7 @@ class PlanController:
             for node in starting:
                 records[node] = stepper.advance(records[node])
         generation = _generation(body)
-        if records:
+        if records or status.get("rollout") is not None:
             phase = rollout_phase(records.values())
             done = sum(1 for r in records.values() if r.finished)
             update["progress"] = f"{done}/{len(records)}"
@@ -301,7 +301,9 @@ class PlanController:
                         "Ready",
                         phase is RolloutPhase.READY,
                         phase.value,
-                        f"{done} of {len(records)} nodes finished",
+                        f"{done} of {len(records)} nodes finished"
+                        if records
+                        else "the plan changes nothing",
                         generation,
                     ),
                     condition(
