@@ -63,9 +63,9 @@ def on_resume(name: str, **_: Any) -> None:
     _state["controller"].resumed(name)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+@kopf.on.delete(GROUP, VERSION, PLURAL)
 def on_delete(name: str, **_: Any) -> None:
-    """Forget a deleted plan's metrics (no finalizer: nothing to undo)."""
+    """A plan deleted mid-rollout leaves no node cordoned (kopf's finalizer waits for this)."""
     _state["controller"].forget(name)
 
 

@@ -60,6 +60,18 @@ def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> Planning
             "; ".join(r.reason or r.resource for r in unmet) or "all demand met",
             generation,
         ),
+        condition(
+            "NodesLeftOut",
+            bool(snapshot.left_out),
+            "AgentNotReported" if snapshot.left_out else "AllNodesReported",
+            (
+                f"{len(snapshot.left_out)} GPU nodes not planned, their agents have not reported: "
+                + ", ".join(sorted(snapshot.left_out)[:20])
+            )
+            if snapshot.left_out
+            else "every MIG-capable node's agent has reported",
+            generation,
+        ),
     ]
     status = {
         "phase": phase,

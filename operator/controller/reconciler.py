@@ -21,7 +21,7 @@ from migplan.operator.conditions import condition, merge_conditions
 from migplan.operator.controller import metrics
 from migplan.operator.controller.conflicts import conflicting_plan
 from migplan.operator.controller.planning import plan_status
-from migplan.operator.controller.rollout import NodeStepper
+from migplan.operator.controller.rollout import NodeStepper, release_nodes
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
@@ -118,7 +118,12 @@ class PlanController:
         self.spec_changed(name)
 
     def forget(self, name: str) -> None:
-        """The plan was deleted."""
+        """The plan is being deleted: uncordon the nodes it cordoned (a node in hand keeps
+        the geometry it has; its NodePartition stays, so its agent keeps reporting)."""
+        with self._lock(name):
+            released = release_nodes(self.api, plan=name)
+        if released:
+            log.info("plan deleted mid-rollout: nodes uncordoned", plan=name, nodes=released)
         metrics.set_phase(name, None)
 
     def _replan(self, body: dict[str, Any], *, reason: str) -> None:

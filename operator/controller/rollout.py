@@ -350,11 +350,24 @@ class NodeStepper:
         """Uncordon the node if this plan cordoned it."""
         node = kube.get_node(self.api, name=name)
         if (node.metadata.annotations or {}).get(CORDONED_BY) == self.plan:
-            kube.patch_node(
-                self.api,
-                name=name,
-                body={
-                    "spec": {"unschedulable": False},
-                    "metadata": {"annotations": {CORDONED_BY: None}},
-                },
-            )
+            _uncordon(self.api, name)
+
+
+def _uncordon(api: Any, name: str) -> None:
+    kube.patch_node(
+        api,
+        name=name,
+        body={"spec": {"unschedulable": False}, "metadata": {"annotations": {CORDONED_BY: None}}},
+    )
+
+
+def release_nodes(api: Any, *, plan: str) -> list[str]:
+    """Uncordon every GPU node that `plan` cordoned; their names."""
+    from migplan.operator.cluster_inventory import MIG_CAPABLE
+
+    released = []
+    for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
+        if (node.metadata.annotations or {}).get(CORDONED_BY) == plan:
+            _uncordon(api, str(node.metadata.name))
+            released.append(str(node.metadata.name))
+    return released

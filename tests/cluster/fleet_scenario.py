@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nodes import gpu_node, mig_pod
+from nodes import gpu_node, mig_pod, reported
 from operator_proc import free_port, running_operator
 from waiting import wait_for
 
@@ -117,12 +117,7 @@ def _start_fleet(cp, names: list[str]) -> SimulatedFleet:
     _apply(
         cp,
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-        + [
-            gpu_node(
-                n, product="NVIDIA-H100-80GB-HBM3", gpus=2, labels={"migplan.io/pool": "fleet"}
-            )
-            for n in names
-        ],
+        + [gpu_node(n, product="NVIDIA-H100-80GB-HBM3", gpus=2, pool="fleet") for n in names],
     )
     return SimulatedFleet(
         api=kube.connect(kubeconfig=str(cp.kubeconfig)),
@@ -163,7 +158,13 @@ def _shift_and_rebalance(cp, run: FleetRun, *, mid: int) -> bool:
     for i in range(mid):
         cp.kubectl("delete", "pod", "-n", NAMESPACE, f"mid-{i}", "--wait=false")
     wait_for(lambda: not any(n.startswith("mid-") for n in _pods(cp)), "the 2g pods to end")
-    _apply(cp, [mig_pod(f"whole-{i}", profile="7g.80gb", namespace=NAMESPACE) for i in range(4)])
+    _apply(
+        cp,
+        [
+            mig_pod(f"whole-{i}", profile="7g.80gb", namespace=NAMESPACE, pool=NAMESPACE)
+            for i in range(4)
+        ],
+    )
     wait_for(lambda: _all(cp, "whole-", _is_unschedulable), "the whole-GPU pods to wait")
     before = _running_uids(cp)
     waiting_since = timestamp(datetime.now(UTC))
@@ -204,13 +205,22 @@ def run_fleet(
     try:
         _apply(
             cp,
-            [mig_pod(f"run-{i}", profile="3g.40gb", namespace=NAMESPACE) for i in range(running)],
+            [
+                mig_pod(f"run-{i}", profile="3g.40gb", namespace=NAMESPACE, pool=NAMESPACE)
+                for i in range(running)
+            ],
         )
         wait_for(lambda: _all(cp, "run-", _is_running), "the running pods", timeout=120)
         _apply(
             cp,
-            [mig_pod(f"small-{i}", profile="1g.10gb", namespace=NAMESPACE) for i in range(small)]
-            + [mig_pod(f"mid-{i}", profile="2g.20gb", namespace=NAMESPACE) for i in range(mid)],
+            [
+                mig_pod(f"small-{i}", profile="1g.10gb", namespace=NAMESPACE, pool=NAMESPACE)
+                for i in range(small)
+            ]
+            + [
+                mig_pod(f"mid-{i}", profile="2g.20gb", namespace=NAMESPACE, pool=NAMESPACE)
+                for i in range(mid)
+            ],
         )
         wait_for(
             lambda: _all(cp, "small-", _is_unschedulable) and _all(cp, "mid-", _is_unschedulable),
@@ -219,6 +229,8 @@ def run_fleet(
         )
         port = free_port()
         with running_operator(cp, metrics_port=port) as proc:
+            # The operator gives each node a NodePartition; plan once every agent reported.
+            wait_for(lambda: reported(cp) >= set(names), "every agent to report", timeout=120)
             kept = _first_rollout(cp, run)
             run.kept_running = _shift_and_rebalance(cp, run, mid=mid) and kept
             run.status_text = _migplan(cp, "status", "fleet")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+POOL = "migplan.io/pool"
+
 
 def gpu_node(
     name: str,
@@ -17,8 +19,17 @@ def gpu_node(
     gpus: int = 1,
     mig: Counter[str] | dict[str, int] | None = None,
     labels: dict[str, str] | None = None,
+    pool: str | None = None,
 ) -> dict:
-    """A Node manifest; `mig` maps profile names to instance counts on the node."""
+    """A Node manifest; `mig` maps profile names to instance counts on the node.
+
+    A `pool` labels the node and taints it so that only that pool's pods (`mig_pod(pool=)`)
+    land there: tests sharing the control plane cannot take each other's instances.
+    """
+    taints = [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+    if pool:
+        labels = {**(labels or {}), POOL: pool}
+        taints.append({"key": POOL, "value": pool, "effect": "NoSchedule"})
     resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
     for profile, count in (mig or {}).items():
         resources["nvidia.com/mig-" + profile.replace("+", ".")] = str(count)
@@ -39,17 +50,23 @@ def gpu_node(
                 **(labels or {}),
             },
         },
-        "spec": {
-            "taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
-        },
+        "spec": {"taints": taints},
         "status": {"capacity": resources, "allocatable": resources},
     }
 
 
-def mig_pod(name: str, *, profile: str, count: int = 1, namespace: str = "default") -> dict:
-    """A Pod asking for `count` MIG instances of `profile` (tolerating kwok's node taint)."""
+def mig_pod(
+    name: str,
+    *,
+    profile: str,
+    count: int = 1,
+    namespace: str = "default",
+    pool: str | None = None,
+) -> dict:
+    """A Pod asking for `count` MIG instances of `profile` (tolerating kwok's node taint; with
+    a `pool`, only on that pool's nodes)."""
     resource = "nvidia.com/mig-" + profile.replace("+", ".")
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
@@ -66,6 +83,12 @@ def mig_pod(name: str, *, profile: str, count: int = 1, namespace: str = "defaul
             ],
         },
     }
+    if pool:
+        pod["spec"]["nodeSelector"] = {POOL: pool}
+        pod["spec"]["tolerations"].append(
+            {"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}
+        )
+    return pod
 
 
 def report_partition(
@@ -114,9 +137,11 @@ def report_partition(
     )
 
 
-def mig_deployment(name: str, *, profile: str, namespace: str = "default") -> dict:
+def mig_deployment(
+    name: str, *, profile: str, namespace: str = "default", pool: str | None = None
+) -> dict:
     """A one-replica Deployment of `mig_pod`s (so an evicted pod comes back elsewhere)."""
-    template = mig_pod(name, profile=profile, namespace=namespace)
+    template = mig_pod(name, profile=profile, namespace=namespace, pool=pool)
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",
@@ -128,3 +153,9 @@ def mig_deployment(name: str, *, profile: str, namespace: str = "default") -> di
             "template": {"metadata": {"labels": labels}, "spec": template["spec"]},
         },
     }
+
+
+def reported(cp) -> set[str]:
+    """Nodes whose agent has reported its GPUs in the NodePartition status."""
+    found = json.loads(cp.kubectl("get", "np", "-o", "json").stdout)["items"]
+    return {p["metadata"]["name"] for p in found if (p.get("status") or {}).get("gpus")}

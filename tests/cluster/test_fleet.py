@@ -16,6 +16,7 @@ def test_fifty_nodes_pending_pods_run_and_the_cron_rebalance_changes_only_what_i
     first, second = run.first, run.second
     assert first["demandMet"] == "90/90"
     assert first["plan"]["evictions"] == 0
+    assert first["plan"]["leftOut"] == {}
     assert int(first["progress"].split("/")[0]) == first["nodes"] > 0
     assert all(r["step"] == "Done" for r in first["rollout"]["nodes"].values())
     # The rebalance adds four whole GPUs: exactly four GPUs change, nobody is evicted.

@@ -63,7 +63,12 @@ def test_operator_plans_a_dry_run_plan(crds) -> None:
         assert status["nodes"] == 2
         assert status["plan"]["solver"]["status"] == "OPTIMAL"
         conditions = {c["type"]: c["status"] for c in status["conditions"]}
-        assert conditions == {"Planned": "True", "Infeasible": "False", "Conflict": "False"}
+        assert conditions == {
+            "Planned": "True",
+            "Infeasible": "False",
+            "Conflict": "False",
+            "NodesLeftOut": "False",
+        }
         row = cp.kubectl("get", "gpp", "op-pool").stdout.splitlines()[1].split()
         assert row[:4] == ["op-pool", "Planned", "2", "3/3"]
         events = cp.kubectl(

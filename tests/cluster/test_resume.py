@@ -39,8 +39,8 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
     try:
         apply(
             cp,
-            mig_deployment("frag", profile="1g.10gb", namespace=pool),
-            mig_deployment("small", profile="1g.10gb", namespace=pool),
+            mig_deployment("frag", profile="1g.10gb", namespace=pool, pool=pool),
+            mig_deployment("small", profile="1g.10gb", namespace=pool, pool=pool),
         )
         wait_for(lambda: app_running(cp, pool, "frag", "small"), "the running pods")
         before = {
@@ -49,7 +49,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
             for p in pods_of(cp, pool, app)
         }
         wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace=pool) for n in wanted))
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace=pool, pool=pool) for n in wanted))
         wait_for(lambda: unschedulable(cp, pool, *wanted), "the new pods to be unschedulable")
 
         crashing = start_operator(cp, env={CRASH_AT: point})
@@ -66,7 +66,14 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
                 "the rollout to finish after the restart",
                 timeout=120,
             )
-            wait_for(lambda: running(cp, pool, *wanted), "the pending pods to run", timeout=60)
+            try:
+                wait_for(lambda: running(cp, pool, *wanted), "the pending pods to run", timeout=60)
+            except AssertionError:
+                print(cp.kubectl("get", "pods", "-n", pool, "-o", "wide").stdout)
+                print(cp.kubectl("describe", "pod", "-n", pool, "want-0").stdout[-3000:])
+                print(cp.kubectl("get", "nodes", "-o", "wide").stdout)
+                print(cp.kubectl("describe", "node", f"{pool}-a").stdout[-3000:])
+                raise
         second = proc.output
 
         records = status["rollout"]["nodes"]

@@ -8,10 +8,11 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from nodes import gpu_node, mig_deployment, mig_pod
+from nodes import gpu_node, mig_deployment, mig_pod, reported
 from operator_proc import free_port, running_operator
 from waiting import wait_for
 
+from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.kube import client as kube
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
@@ -63,16 +64,20 @@ def build_pool(cp, pool: str, layouts: dict[str, str]) -> SimulatedFleet:
     apply(
         cp,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool}},
-        *(
-            gpu_node(n, product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": pool})
-            for n in layouts
-        ),
+        *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=pool) for n in layouts),
     )
     api = kube.connect(kubeconfig=str(cp.kubeconfig))
     nodes = {
         n: emulated_node(["H100-80GB"], [layout], catalog=catalog) for n, layout in layouts.items()
     }
-    return SimulatedFleet(api=api, nodes=nodes, catalog=catalog, interval=0.3).start()
+    # What a long-running operator has done by now: every node has a NodePartition its agent
+    # reports in (so no test races the agents' first report).
+    bootstrap = PartitionBootstrap(api)
+    for name in layouts:
+        bootstrap.ensure(node=name, uid=kube.get_node(api, name=name).metadata.uid)
+    fleet = SimulatedFleet(api=api, nodes=nodes, catalog=catalog, interval=0.3).start()
+    wait_for(lambda: reported(cp) >= set(layouts), "the agents' first report")
+    return fleet
 
 
 def pod(cp, namespace: str, name: str) -> dict | None:
@@ -128,8 +133,8 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
     try:
         apply(
             cp,
-            mig_deployment("frag", profile="1g.10gb", namespace="ro"),
-            mig_deployment("small", profile="1g.10gb", namespace="ro"),
+            mig_deployment("frag", profile="1g.10gb", namespace="ro", pool="ro"),
+            mig_deployment("small", profile="1g.10gb", namespace="ro", pool="ro"),
         )
         wait_for(lambda: app_running(cp, "ro", "frag", "small"), "the running pods")
         before = {
@@ -138,7 +143,7 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
             for p in pods_of(cp, "ro", app)
         }
         wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="ro") for n in wanted))
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="ro", pool="ro") for n in wanted))
         wait_for(lambda: unschedulable(cp, "ro", *wanted), "the new pods to be unschedulable")
         port = free_port()
         with running_operator(cp, metrics_port=port):
@@ -196,7 +201,7 @@ def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -
     cp = crds
     fleet = build_pool(cp, "pdb", {"pdb-a": "1g.10gb@0", "pdb-b": "1g.10gb@6"})
     try:
-        guarded = mig_deployment("guarded", profile="1g.10gb", namespace="pdb")
+        guarded = mig_deployment("guarded", profile="1g.10gb", namespace="pdb", pool="pdb")
         guarded["spec"]["replicas"] = 2  # one on each node
         budget = {
             "apiVersion": "policy/v1",
@@ -211,7 +216,7 @@ def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -
         )
         uids = sorted(p["metadata"]["uid"] for p in pods_of(cp, "pdb", "guarded"))
         wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="pdb") for n in wanted))
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="pdb", pool="pdb") for n in wanted))
         wait_for(lambda: unschedulable(cp, "pdb", *wanted), "the new pods to be unschedulable")
         with running_operator(cp):
             plan = make_plan("pdb", "pdb", window=ALWAYS_OPEN)
@@ -247,12 +252,12 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
     try:
         apply(
             cp,
-            mig_deployment("frag", profile="1g.10gb", namespace="win"),
-            mig_deployment("small", profile="1g.10gb", namespace="win"),
+            mig_deployment("frag", profile="1g.10gb", namespace="win", pool="win"),
+            mig_deployment("small", profile="1g.10gb", namespace="win", pool="win"),
         )
         wait_for(lambda: app_running(cp, "win", "frag", "small"), "the running pods")
         wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="win") for n in wanted))
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="win", pool="win") for n in wanted))
         wait_for(lambda: unschedulable(cp, "win", *wanted), "the new pods to be unschedulable")
         with running_operator(cp):
             apply(cp, make_plan("win", "win", window=closed_window()))
@@ -291,5 +296,53 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
                 timeout=60,
             )
             cp.kubectl("delete", "gpp", "win-late")
+    finally:
+        fleet.stop()
+
+
+def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds) -> None:
+    cp = crds
+    fleet = build_pool(cp, "del", {"del-a": "1g.10gb@0", "del-b": "1g.10gb@6"})
+    try:
+        guarded = mig_deployment("guarded", profile="1g.10gb", namespace="del", pool="del")
+        guarded["spec"]["replicas"] = 2
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded", "namespace": "del"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+        apply(cp, guarded, budget)
+        wait_for(
+            lambda: len(pods_of(cp, "del", "guarded")) == 2 and app_running(cp, "del", "guarded"),
+            "the guarded pods",
+        )
+        wanted = [f"want-{i}" for i in range(3)]
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="del", pool="del") for n in wanted))
+        wait_for(lambda: unschedulable(cp, "del", *wanted), "the new pods to be unschedulable")
+        with running_operator(cp):
+            plan = make_plan("del", "del", window=ALWAYS_OPEN)
+            plan["spec"]["rollout"]["drainTimeout"] = "10m"
+            apply(cp, plan)
+            stuck = wait_for(
+                lambda: next(
+                    (
+                        n
+                        for n, r in plan_status(cp, "del")
+                        .get("rollout", {})
+                        .get("nodes", {})
+                        .items()
+                        if r["step"] == "Evicting"
+                    ),
+                    None,
+                ),
+                "a node to be stuck evicting",
+            )
+            assert node_obj(cp, stuck)["spec"].get("unschedulable")
+            cp.kubectl("delete", "gpp", "del", "--timeout=60s")
+            node = node_obj(cp, stuck)
+        assert not node["spec"].get("unschedulable")
+        assert CORDONED_BY not in node["metadata"].get("annotations", {})
+        assert cp.kubectl("get", "gpp", "del", check=False).returncode != 0
     finally:
         fleet.stop()
