@@ -9,12 +9,13 @@ Pending and unschedulable (or not yet scheduled) and ask for `nvidia.com/mig-*` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from migplan.operator.kube import client as kube
 from migplan.planner.inventory import GpuInfo, Inventory, NodeInfo, PendingPod
 from migplan.planner.resources import is_mig_resource
+from migplan.planner.spec import LabelSelector
 
 MIG_CAPABLE = "nvidia.com/mig.capable=true"
 
@@ -25,6 +26,16 @@ class ClusterSnapshot:
 
     inventory: Inventory
     left_out: dict[str, str]
+    left_out_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Labels of the nodes left out, so a plan can tell which of them it covers."""
+
+    def left_out_of(self, selector: LabelSelector) -> dict[str, str]:
+        """The left-out nodes that `selector` picks, with why."""
+        return {
+            name: why
+            for name, why in self.left_out.items()
+            if selector.matches(self.left_out_labels.get(name, {}))
+        }
 
 
 def _gpus(partition: dict[str, Any] | None) -> tuple[GpuInfo, ...] | None:
@@ -63,19 +74,26 @@ def _unschedulable(pod: Any) -> bool:
         return False  # bound to a node: waiting for something else
     conditions = pod.status.conditions or []
     scheduled = next((c for c in conditions if c.type == "PodScheduled"), None)
-    return scheduled is None or scheduled.reason == "Unschedulable"
+    if scheduled is None:
+        return True  # not looked at by the scheduler yet
+    if scheduled.reason != "Unschedulable":
+        return False
+    # The scheduler names what was missing; a pod it turned away for other reasons only
+    # (CPU, taints, affinity) would not run on a new MIG instance either.
+    return not scheduled.message or "nvidia.com/mig-" in scheduled.message
 
 
 def read_inventory(api: Any) -> ClusterSnapshot:
     """A snapshot of the cluster's GPU nodes and MIG demand."""
     partitions = {p["metadata"]["name"]: p for p in kube.list_node_partitions(api)}
-    nodes, left_out = [], {}
+    nodes, left_out, left_out_labels = [], {}, {}
     for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
         name = node.metadata.name
         labels = dict(node.metadata.labels or {})
         gpus = _gpus(partitions.get(name))
         if gpus is None:
             left_out[name] = "its agent has not reported the GPUs (no NodePartition status)"
+            left_out_labels[name] = labels
             continue
         product = labels.get("nvidia.com/gpu.product", "")
         gpus = tuple(g if g.model else g.model_copy(update={"model": product}) for g in gpus)
@@ -97,4 +115,4 @@ def read_inventory(api: Any) -> ClusterSnapshot:
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
     )
-    return ClusterSnapshot(inventory=inventory, left_out=left_out)
+    return ClusterSnapshot(inventory=inventory, left_out=left_out, left_out_labels=left_out_labels)

@@ -35,6 +35,7 @@ def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> Planning
     generation = int(body["metadata"].get("generation", 0))
     snapshot = read_inventory(api)
     outcome = plan_fleet(manifest, snapshot.inventory, catalog)
+    left_out = snapshot.left_out_of(manifest.spec.node_selector)
     plan = outcome.plan
     s = plan.summary
     unmet = [r for r in plan.demand if r.met < r.requested]
@@ -62,13 +63,13 @@ def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> Planning
         ),
         condition(
             "NodesLeftOut",
-            bool(snapshot.left_out),
-            "AgentNotReported" if snapshot.left_out else "AllNodesReported",
+            bool(left_out),
+            "AgentNotReported" if left_out else "AllNodesReported",
             (
-                f"{len(snapshot.left_out)} GPU nodes not planned, their agents have not reported: "
-                + ", ".join(sorted(snapshot.left_out)[:20])
+                f"{len(left_out)} GPU nodes not planned, their agents have not reported: "
+                + ", ".join(sorted(left_out)[:20])
             )
-            if snapshot.left_out
+            if left_out
             else "every MIG-capable node's agent has reported",
             generation,
         ),
@@ -97,7 +98,7 @@ def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> Planning
                 }
                 for r in plan.demand
             ],
-            "leftOut": snapshot.left_out,
+            "leftOut": left_out,
         },
         "conditions": conditions,
     }
