@@ -20,6 +20,7 @@ from migplan.operator.cli import (
     catalog_commands,
     cluster_commands,
     crds,
+    export,
     nvml_info,
     operator_command,
     preview,
@@ -56,6 +57,7 @@ app.command("agent")(agent.agent)
 app.command("operator")(operator_command.operator)
 app.command("status")(cluster_commands.status)
 app.command("rebalance")(cluster_commands.rebalance)
+app.add_typer(export.app, name="export")
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,59 @@
+"""`migplan export mig-parted`: a plan as configuration for NVIDIA's mig-parted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from migplan.operator.cli.context import KubeconfigOpt, state
+from migplan.operator.cli.files import load_inventory, load_plan_manifest
+from migplan.operator.cli.preview import live_inventory
+from migplan.planner.migparted import mig_parted_config
+from migplan.planner.pipeline import plan_fleet
+
+app = typer.Typer(
+    help="Write a plan in another tool's format.", no_args_is_help=True, add_completion=False
+)
+
+
+@app.command("mig-parted")
+def mig_parted(
+    ctx: typer.Context,
+    plan_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PLAN.yaml", help="A GPUPartitionPlan manifest.", show_default=False
+        ),
+    ],
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            "--cluster",
+            metavar="INVENTORY.yaml",
+            help="Plan against this inventory file instead of the live cluster.",
+        ),
+    ] = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Print the plan as a mig-parted config (version v1): one mig-configs entry per node,
+    named migplan-<node>, that `nvidia-mig-parted apply -f FILE -c migplan-<node>` accepts.
+
+    mig-parted rebuilds every instance of a GPU it changes and picks placements itself, so
+    the plan is made as for the mig-manager actuator: every changed GPU fully drained.
+    """
+    cli = state(ctx)
+    manifest = load_plan_manifest(plan_file)
+    spec = manifest.spec.model_copy(
+        update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
+    )
+    manifest = manifest.model_copy(update={"spec": spec})
+    inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
+    plan = plan_fleet(manifest, inventory, cli.catalog).plan
+    typer.echo(
+        f"# mig-parted config for GPUPartitionPlan {manifest.metadata.name} "
+        f"(input {plan.input_hash})"
+    )
+    typer.echo(yaml.safe_dump(mig_parted_config(plan), sort_keys=False), nl=False)
