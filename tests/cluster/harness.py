@@ -234,17 +234,33 @@ class _Process:
         return ""
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def reap_leftovers() -> list[int]:
-    """Kill process groups recorded by runs that died before they could stop them."""
+    """Kill process groups recorded by runs that died before they could stop them.
+
+    A record names the process group and the run that started it; groups of runs still
+    alive (another test session on this machine) are left alone.
+    """
     killed = []
     if not REGISTRY.is_dir():
         return killed
     for record in REGISTRY.glob("*.pgid"):
         with contextlib.suppress(ValueError, OSError):
-            pgid = int(record.read_text())
+            pgid, _, owner = record.read_text().partition(" ")
+            if owner and _alive(int(owner)):
+                continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-                killed.append(pgid)
+                os.killpg(int(pgid), signal.SIGKILL)
+                killed.append(int(pgid))
         record.unlink(missing_ok=True)
     return killed
 
@@ -443,7 +459,7 @@ class ControlPlane:
                 env={**os.environ, **(env or {})},
             )
         REGISTRY.mkdir(parents=True, exist_ok=True)
-        (REGISTRY / f"{popen.pid}.pgid").write_text(str(popen.pid))
+        (REGISTRY / f"{popen.pid}.pgid").write_text(f"{popen.pid} {os.getpid()}")
         self.processes.append(_Process(name, popen, log))
 
     def _check_alive(self) -> None:
