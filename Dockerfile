@@ -12,8 +12,11 @@ RUN python -m venv /opt/migplan \
  && /opt/migplan/bin/pip install --no-cache-dir --disable-pip-version-check -c constraints.txt .
 
 FROM python:3.11.14-slim-bookworm
+ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="migplan" \
       org.opencontainers.image.description="MIG partition planner and reconfiguration operator for Kubernetes" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="https://github.com/migplan/migplan" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/migplan /opt/migplan
 ENV PATH=/opt/migplan/bin:$PATH PYTHONUNBUFFERED=1

@@ -50,3 +50,31 @@ def test_profiles_ship_as_package_data() -> None:
     from migplan.planner.catalog import default_profiles_dir
 
     assert (default_profiles_dir() / "a100-40gb.yaml").is_file()
+
+
+def _pip_install_args(text: str) -> list[str]:
+    """The arguments of the first `pip install` in `text`, without pip's own chatter flags."""
+    import re
+    import shlex
+
+    match = re.search(r"pip install ([^\n&\\]*)", text)
+    assert match, "no pip install step"
+    quiet = {"--no-cache-dir", "--disable-pip-version-check", "--quiet", "-q"}
+    return [a for a in shlex.split(match.group(1)) if a not in quiet]
+
+
+def test_dockerfile_and_readme_install_the_same_way() -> None:
+    dockerfile = _pip_install_args((ROOT / "Dockerfile").read_text())
+    readme = _pip_install_args((ROOT / "README.md").read_text().split("## Installing", 1)[1])
+    assert dockerfile == readme == ["-c", "constraints.txt", "."]
+
+
+def test_dockerfile_is_pinned_non_root_and_labelled() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    bases = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
+    assert bases
+    assert all("@sha256:" in b or b.rsplit(":", 1)[-1][0].isdigit() for b in bases), bases
+    assert "USER 65532" in text
+    assert 'ENTRYPOINT ["migplan"]' in text
+    for label in ("title", "version", "source", "licenses"):
+        assert f"org.opencontainers.image.{label}=" in text

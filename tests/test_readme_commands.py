@@ -48,3 +48,26 @@ def test_demo_runs_and_shows_the_preview() -> None:
     assert "Solver: cp-sat OPTIMAL" in result.stdout
     assert "4g.40gb cannot start at slice 4" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_readme_install_command_gives_a_working_kubectl_plugin(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Installing\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    install = [line for line in block.splitlines() if line.startswith(("python3 ", "export "))]
+    assert len(install) == 2, block
+    # HOME is a temporary directory, so ~/.local/migplan is a fresh virtual environment.
+    env = {**os.environ, "HOME": str(tmp_path), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("VIRTUAL_ENV", None)
+    script = "\n".join(["set -euo pipefail", *install, "kubectl-migplan --help"])
+    result = subprocess.run(
+        ["bash", "-c", script.replace("python3 ", f"{sys.executable} ", 1)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "status" in result.stdout
+    assert "rebalance" in result.stdout
