@@ -25,6 +25,7 @@ def test_scripts_parse() -> None:
         "scripts/lib.sh",
         ".ci/run",
         "tests/cluster/build.sh",
+        "tests/tools/ensure-chromium.sh",
     ):
         result = subprocess.run(
             ["bash", "-n", str(ROOT / script)], capture_output=True, text=True, check=False

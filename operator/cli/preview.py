@@ -17,6 +17,7 @@ from migplan.operator.cli.context import KubeconfigOpt, console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.planner.catalog import Catalog
+from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import Inventory
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
@@ -31,7 +32,7 @@ class PreviewFormat(StrEnum):
     JSON = "json"
 
 
-def _marks(gp: GpuPlan) -> tuple[dict[Instance, str], dict[Instance, str]]:
+def marks_of(gp: GpuPlan) -> tuple[dict[Instance, str], dict[Instance, str]]:
     """Marks for the before and after pictures of one GPU."""
     destroyed = {o.instance for o in gp.operations if o.kind is OperationKind.DESTROY_GI}
     created = {o.instance for o in gp.operations if o.kind is OperationKind.CREATE_GI}
@@ -41,7 +42,7 @@ def _marks(gp: GpuPlan) -> tuple[dict[Instance, str], dict[Instance, str]]:
     return before, after
 
 
-def _steps(gp: GpuPlan) -> str:
+def steps_of(gp: GpuPlan) -> str:
     """`destroy 1g.5gb@2 1g.5gb@3 · create 3g.40gb@0` (each with its compute instance)."""
     parts = []
     if any(o.kind is OperationKind.ENABLE_MIG for o in gp.operations):
@@ -60,7 +61,7 @@ def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
             node = gp.node
             out.print(Text(f"node {node}", style="bold"))
         model = catalog.model(gp.model)
-        before_marks, after_marks = _marks(gp)
+        before_marks, after_marks = marks_of(gp)
         before = slice_bar_text(model, Layout.parse(gp.before), before_marks)
         head = Text(f"  gpu {gp.gpu}  {gp.model:<12} ")
         if not gp.changed:
@@ -69,7 +70,7 @@ def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
         after = slice_bar_text(model, Layout.parse(gp.after), after_marks)
         out.print(head + Text("before    ") + before)
         out.print(Text(" " * len(head.plain)) + Text("after     ") + after)
-        out.print(Text(f"{' ' * len(head.plain)}ops       {_steps(gp)}", style="dim"))
+        out.print(Text(f"{' ' * len(head.plain)}ops       {steps_of(gp)}", style="dim"))
         if gp.evict:
             out.print(
                 Text(f"{' ' * len(head.plain)}evict     {', '.join(gp.evict)}", style="bold red")
@@ -198,6 +199,14 @@ def preview(
         PreviewFormat, typer.Option("--output", "-o", help="text, yaml or json.")
     ] = PreviewFormat.TEXT,
     kubeconfig: KubeconfigOpt = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="REPORT.html",
+            help="Also write the geometry report: one self-contained HTML file.",
+        ),
+    ] = None,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
 
@@ -209,6 +218,16 @@ def preview(
     manifest = load_plan_manifest(plan_file)
     inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
     outcome = plan_fleet(manifest, inventory, cli.catalog)
+    if html is not None:
+        from migplan.operator.cli.html_report import render_report
+
+        try:
+            html.write_text(
+                render_report(outcome, name=manifest.metadata.name, catalog=cli.catalog),
+                encoding="utf-8",
+            )
+        except OSError as exc:
+            raise MigplanInputError(f"cannot write {html}: {exc.strerror}") from None
     document = outcome.plan.model_dump(mode="json", by_alias=True)
     if output is PreviewFormat.JSON:
         typer.echo(json.dumps(document, indent=2))
