@@ -9,18 +9,47 @@ mig-manager actuator does) so the planner drains what mig-parted will destroy.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from typing import Any
 
-from migplan.planner.layout import Layout
+from migplan.planner.catalog import GpuModel
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.layout import Instance, Layout, is_valid
 from migplan.planner.plan import Plan
 
 CONFIG_PREFIX = "migplan-"
 
 
-def config_name(node: str) -> str:
-    """The mig-configs entry for `node` (what `nvidia.com/mig.config` is set to)."""
-    return CONFIG_PREFIX + node
+def config_name(node: str, entries: list[dict[str, Any]] | None = None) -> str:
+    """The mig-configs entry for `node` (what `nvidia.com/mig.config` is set to).
+
+    With `entries`, the name ends in a digest of them, so every new target is a new label
+    value (mig-manager acts on label changes, not on edits of a config it already applied).
+    """
+    if entries is None:
+        return CONFIG_PREFIX + node
+    digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{CONFIG_PREFIX}{node}-{digest}"
+
+
+def first_fit_layout(model: GpuModel, counts: dict[str, int]) -> Layout:
+    """A layout with `counts` instances placed as mig-parted does: larger profiles first,
+    each at its first free allowed start. Raises MigplanInputError if they do not fit."""
+    layout = Layout()
+    wanted = sorted(counts.items(), key=lambda item: -model.profile(item[0]).size)
+    for name, count in wanted:
+        profile = model.profile(name)
+        for _ in range(count):
+            for start in profile.starts:
+                candidate = layout.with_instance(Instance(profile=name, start=start))
+                if is_valid(model, candidate):
+                    layout = candidate
+                    break
+            else:
+                raise MigplanInputError(f"{dict(counts)} does not fit on {model.model}")
+    return layout
 
 
 def _counts(layout: str) -> dict[str, int]:

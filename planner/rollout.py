@@ -56,6 +56,12 @@ class NodeRollout(CamelModel):
     generation: int | None = Field(default=None, description="NodePartition generation written")
     message: str | None = None
     failure: str | None = Field(default=None, description="why the agent could not apply it")
+    stale: bool = Field(
+        default=False, description="given up because the cluster changed under the plan"
+    )
+    mig_config: str | None = Field(
+        default=None, description="mig-parted config handed to mig-manager (that actuator)"
+    )
 
     @property
     def finished(self) -> bool:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from migplan.operator.cli.context import KubeconfigOpt
+from migplan.planner.errors import MigplanInputError
 
 PEERING = "migplan"
 
@@ -33,6 +34,14 @@ def operator(
             "(equal priorities all pause, so run one replica)."
         ),
     ] = 0,
+    mig_manager_config: Annotated[
+        str,
+        typer.Option(
+            metavar="NAMESPACE/NAME",
+            help="ConfigMap the GPU Operator's mig-manager reads (plans with actuator "
+            "mig-manager); point the ClusterPolicy's migManager.config.name at it.",
+        ),
+    ] = "gpu-operator/migplan-mig-parted-config",
     agent_timeout: Annotated[
         float,
         typer.Option(min=1, help="Seconds a node's agent may take to apply its partition."),
@@ -58,8 +67,17 @@ def operator(
 
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's login handler reads it
+    namespace, _, config_map = mig_manager_config.partition("/")
+    if not namespace or not config_map:
+        raise MigplanInputError(
+            f"--mig-manager-config: {mig_manager_config!r} is not NAMESPACE/NAME"
+        )
     handlers.configure(
-        kubeconfig=kubeconfig, tick=tick, agent_timeout=agent_timeout, priority=priority
+        kubeconfig=kubeconfig,
+        tick=tick,
+        agent_timeout=agent_timeout,
+        priority=priority,
+        mig_config_map=(namespace, config_map),
     )
     if metrics_port:
         start_http_server(metrics_port)

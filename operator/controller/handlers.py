@@ -24,7 +24,14 @@ def _event(body: dict[str, Any], kind: str, reason: str, message: str) -> None:
     kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message[:1000])
 
 
-def configure(*, kubeconfig: str | None, tick: float, agent_timeout: float, priority: int) -> None:
+def configure(
+    *,
+    kubeconfig: str | None,
+    tick: float,
+    agent_timeout: float,
+    priority: int,
+    mig_config_map: tuple[str, str],
+) -> None:
     """Connect the controller and register the periodic tick (`tick` seconds apart)."""
     _state["priority"] = priority
     _state["controller"] = PlanController(
@@ -32,6 +39,7 @@ def configure(*, kubeconfig: str | None, tick: float, agent_timeout: float, prio
         catalog=default_catalog(),
         events=_event,
         agent_timeout=agent_timeout,
+        mig_config_map=mig_config_map,
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
     kopf.timer(GROUP, VERSION, PLURAL, interval=tick, initial_delay=min(tick, 1.0))(on_tick)

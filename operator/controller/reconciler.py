@@ -21,7 +21,11 @@ from migplan.operator.conditions import condition, merge_conditions
 from migplan.operator.controller import metrics
 from migplan.operator.controller.conflicts import conflicting_plan
 from migplan.operator.controller.planning import plan_status
-from migplan.operator.controller.rollout import NodeStepper, release_nodes
+from migplan.operator.controller.rollout import (
+    DEFAULT_MIG_CONFIG_MAP,
+    NodeStepper,
+    release_nodes,
+)
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
@@ -38,6 +42,8 @@ from migplan.planner.spec import GPUPartitionPlan, duration_seconds
 
 log = structlog.get_logger("migplan.operator")
 
+STALE_REPLANS = 3
+"""Automatic re-plans after nodes were given up because the cluster changed under the plan."""
 REBALANCE = "migplan.io/rebalance"
 """Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
 Events = Callable[[dict[str, Any], str, str, str], None]
@@ -62,6 +68,7 @@ class PlanController:
     catalog: Catalog
     events: Events
     agent_timeout: float = 600.0
+    mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
@@ -176,6 +183,8 @@ class PlanController:
             ],
         )
         new["replanPending"] = None
+        if reason != "stale":
+            new["staleReplans"] = 0
         new["lastPlanned"] = timestamp(now)
         if reason in ("cron", "requested"):
             new["lastRebalance"] = timestamp(now)
@@ -212,8 +221,9 @@ class PlanController:
     ) -> str | None:
         """Why the plan should be planned again now, if it should."""
         status = body.get("status") or {}
-        if status.get("replanPending"):
-            return "spec"
+        pending = status.get("replanPending")
+        if pending:
+            return "stale" if pending == "stale" else "spec"
         annotation = (body["metadata"].get("annotations") or {}).get(REBALANCE)
         if annotation and annotation != status.get("rebalanceHandled"):
             return "requested"
@@ -277,6 +287,8 @@ class PlanController:
             agent_timeout=self.agent_timeout,
             events=lambda kind, reason, message: self.events(body, kind, reason, message),
             clock=self.clock,
+            actuator=spec.actuator,
+            mig_config_map=self.mig_config_map,
         )
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:
@@ -329,6 +341,13 @@ class PlanController:
                 ],
             )
             metrics.set_phase(name, phase.value)
+            stale = any(r.stale for r in records.values())
+            tries = int(status.get("staleReplans") or 0)
+            if stale and all(r.finished for r in records.values()) and tries < STALE_REPLANS:
+                # The cluster moved under the plan (a pod took a slice it was to reuse):
+                # plan again from what is there now, a bounded number of times.
+                update["replanPending"] = "stale"
+                update["staleReplans"] = tries + 1
         self._write_if_changed(body, update)
 
     def _write_if_changed(self, body: dict[str, Any], update: dict[str, Any]) -> None:

@@ -20,12 +20,13 @@ from typing import Any
 
 import structlog
 
-from migplan.operator.controller import metrics
+from migplan.operator.controller import metrics, mig_manager
 from migplan.operator.kube import client as kube
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.resources import is_mig_resource, resource_name
 from migplan.planner.rollout import NodeRollout, NodeStep
 from migplan.planner.schedule import parse_timestamp, timestamp
+from migplan.planner.spec import Actuator
 
 log = structlog.get_logger("migplan.rollout")
 
@@ -34,6 +35,7 @@ CORDONED_BY = "migplan.io/cordoned-by"
 CRASH_AT = "MIGPLAN_TEST_CRASH_AT"
 """Tests set `before:<Step>` or `after:<Step>` to kill the operator at that step boundary."""
 AGENT_FAILURES = frozenset({"Invalid", "Failed", "Blocked", "ResetRequired"})
+DEFAULT_MIG_CONFIG_MAP = ("gpu-operator", "migplan-mig-parted-config")
 EventSink = Callable[[str, str, str], None]
 """(type Normal|Warning, reason, message) -> posts an event on the plan."""
 
@@ -55,6 +57,9 @@ class NodeStepper:
     agent_timeout: float
     events: EventSink
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    actuator: Actuator = Actuator.AGENT
+    mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
+    """(namespace, name) of the ConfigMap mig-manager reads (mig-manager actuator)."""
     _retry_at: dict[str, float] = field(default_factory=dict)
 
     def advance(self, record: NodeRollout) -> NodeRollout:
@@ -138,10 +143,10 @@ class NodeStepper:
         ]
         if stale:
             return self._next(
-                record,
+                record.model_copy(update={"stale": True}),
                 NodeStep.ROLLED_BACK,
                 "the node changed since planning (" + "; ".join(stale) + "): left as it is; "
-                "the next rebalance plans it again",
+                "planned again after this rollout",
             )
         if record.disruptive:
             return self._next(record, NodeStep.CORDONING, "cordoning")
@@ -181,10 +186,11 @@ class NodeStepper:
         unexpected = sorted(holders - set(record.evict))
         if unexpected:
             return self._next(
-                record,
+                record.model_copy(update={"stale": True}),
                 NodeStep.ROLLING_BACK,
                 "pods the plan did not expect hold instances that must go "
-                f"({', '.join(unexpected)}); they are not evicted",
+                f"({', '.join(unexpected)}); they are not evicted; planned again after this "
+                "rollout",
             )
         refused, terminating = [], []
         for pod in record.evict:
@@ -228,6 +234,20 @@ class NodeStepper:
         return None
 
     def _partition(self, record: NodeRollout) -> NodeRollout:
+        if self.actuator is Actuator.MIG_MANAGER:
+            namespace, config_map = self.mig_config_map
+            name = mig_manager.hand_over(
+                self.api,
+                node=record.node,
+                targets={t.index: t.layout for t in record.gpus},
+                namespace=namespace,
+                config_map=config_map,
+            )
+            return self._next(
+                record.model_copy(update={"mig_config": name}),
+                NodeStep.VERIFYING,
+                f"waiting for mig-manager to apply {name}",
+            )
         body = {
             "apiVersion": "migplan.io/v1alpha1",
             "kind": "NodePartition",
@@ -250,7 +270,42 @@ class NodeStepper:
             updated, NodeStep.VERIFYING, f"waiting for the agent to apply generation {generation}"
         )
 
+    def _verify_mig_manager(self, record: NodeRollout) -> NodeRollout | None:
+        """Follow mig-manager's state label; then the agent's report and the allocatable
+        resources must show the target's instance counts (mig-manager places them itself)."""
+        config, state = mig_manager.state_of(self.api, node=record.node)
+        layouts, _, _ = self._observed(record.node)
+        since = parse_timestamp(record.since) if record.since else self.clock()
+        late = (self.clock() - since).total_seconds() > self.agent_timeout
+        why = None
+        if config != record.mig_config:
+            why = f"the node's {mig_manager.CONFIG_LABEL} is {config!r}, not {record.mig_config!r}"
+        elif state == "failed":
+            why = f"mig-manager reports {mig_manager.STATE_LABEL}=failed"
+        elif state == "success":
+            want = {t.index: Layout.parse(t.layout).profile_counts() for t in record.gpus}
+            have = {i: Layout.parse(v).profile_counts() for i, v in layouts.items()}
+            if all(have.get(i) == c for i, c in want.items()):
+                mismatch = self._allocatable_mismatch(record.node, layouts)
+                if mismatch is None:
+                    return self._next(record, NodeStep.UNCORDONING, "applied by mig-manager")
+                waiting = mismatch
+            else:
+                waiting = "waiting for the agent to report what mig-manager made"
+            if late:
+                why = f"mig-manager reported success but {waiting.removeprefix('waiting for ')}"
+        elif late:
+            why = f"mig-manager stuck in {state or 'no state'} for {self.agent_timeout:.0f} s"
+        if why is None:
+            return self._waiting(record, f"mig-manager: {state or 'not started'}")
+        shown = ", ".join(f"GPU {i} has {v}" for i, v in sorted(layouts.items()))
+        return self._next(
+            record.model_copy(update={"failure": why}), NodeStep.UNCORDONING, f"{why}; {shown}"
+        )
+
     def _verify(self, record: NodeRollout) -> NodeRollout | None:
+        if self.actuator is Actuator.MIG_MANAGER:
+            return self._verify_mig_manager(record)
         layouts, _, status = self._observed(record.node)
         generation = record.generation or 0
         want = {t.index: t.layout for t in record.gpus}

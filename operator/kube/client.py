@@ -280,3 +280,39 @@ def create_node_partition(api: client.ApiClient, *, body: dict[str, Any]) -> boo
             return False
         raise
     return True
+
+
+def get_config_map_data(api: client.ApiClient, *, namespace: str, name: str) -> dict[str, str]:
+    """The ConfigMap's data ({} if there is no such ConfigMap)."""
+    try:
+        found = client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return dict(found.data or {})
+
+
+@retrying
+def edit_config_map(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    edit: Callable[[dict[str, str]], dict[str, str]],
+) -> None:
+    """Read-modify-write the ConfigMap's data (created if missing); a concurrent change makes
+    the write conflict and the whole edit is tried again."""
+    core = client.CoreV1Api(api)
+    try:
+        found = core.read_namespaced_config_map(name, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace), data=edit({})
+        )
+        core.create_namespaced_config_map(namespace, body)
+        return
+    found.data = edit(dict(found.data or {}))
+    core.replace_namespaced_config_map(name, namespace, found)

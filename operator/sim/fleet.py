@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -64,6 +65,8 @@ class SimulatedFleet:
             for name, fake in nodes.items()
         }
         self.interval = interval
+        self.hooks: list[Callable[[str], None]] = []
+        """Run for every node in every sweep (a simulated mig-manager, say)."""
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -73,6 +76,8 @@ class SimulatedFleet:
         for name, agent in self.agents.items():
             try:
                 self.plugin.sync(name)
+                for hook in self.hooks:
+                    hook(name)
                 agent.run_once()
             except Exception as exc:  # a sweep must go on to the other nodes
                 self.errors.append(f"{name}: {exc!r}")

@@ -21,7 +21,12 @@ def free_port() -> int:
 
 
 def start_operator(
-    cp, *, metrics_port: int = 0, env: dict[str, str] | None = None, tick: float = 0.5
+    cp,
+    *,
+    metrics_port: int = 0,
+    env: dict[str, str] | None = None,
+    tick: float = 0.5,
+    agent_timeout: float = 60,
 ):
     """Start the operator (standalone, fast ticks); its output goes to a pipe."""
     return subprocess.Popen(
@@ -36,7 +41,7 @@ def start_operator(
             "--metrics-port",
             str(metrics_port),
             "--agent-timeout",
-            "60",
+            str(agent_timeout),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

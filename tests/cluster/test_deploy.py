@@ -59,11 +59,13 @@ OPERATOR_MAY = [
     ("get", "nodepartitions.migplan.io/status", None),
     ("create", "events", "default"),
     ("patch", "clusterkopfpeerings.kopf.dev", None),
+    ("update", "configmaps", "gpu-operator"),
 ]
 OPERATOR_MUST_NOT = [
     ("get", "secrets", "default"),
     ("list", "secrets", None),
     ("delete", "pods", "default"),
+    ("update", "configmaps", "default"),
     ("delete", "nodes", None),
     ("create", "gpupartitionplans.migplan.io", None),
     ("patch", "nodepartitions.migplan.io/status", None),

@@ -17,6 +17,7 @@ from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.kube import client as kube
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
+from migplan.operator.sim.mig_manager import SimulatedMigManager
 from migplan.planner.catalog import default_catalog
 
 pytestmark = pytest.mark.cluster
@@ -345,5 +346,100 @@ def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds) -> None:
         assert not node["spec"].get("unschedulable")
         assert CORDONED_BY not in node["metadata"].get("annotations", {})
         assert cp.kubectl("get", "gpp", "del", check=False).returncode != 0
+    finally:
+        fleet.stop()
+
+
+def test_mig_manager_actuator_follows_the_label_protocol(crds) -> None:
+    cp = crds
+    fleet = build_pool(cp, "mm", {"mm-a": "1g.10gb@0", "mm-b": "1g.10gb@6"})
+    config_map = ("gpu-operator", "migplan-mig-parted-config")
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}
+        ),
+    )
+    mig_manager = SimulatedMigManager(
+        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        nodes=fleet.nodes,
+        plugin=fleet.plugin,
+        catalog=default_catalog(),
+        config_map=config_map,
+    )
+    fleet.hooks.append(mig_manager.sync)
+    try:
+        apply(cp, mig_deployment("frag", profile="1g.10gb", namespace="mm", pool="mm"))
+        wait_for(lambda: app_running(cp, "mm", "frag"), "the running pod")
+        wanted = [f"want-{i}" for i in range(3)]
+        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="mm", pool="mm") for n in wanted))
+        wait_for(lambda: unschedulable(cp, "mm", *wanted), "the new pods to be unschedulable")
+        with running_operator(cp):
+            apply(cp, make_plan("mm", "mm", window=ALWAYS_OPEN, actuator="mig-manager"))
+            status = wait_for(
+                lambda: (s := plan_status(cp, "mm")).get("phase") == "Ready" and s,
+                "the rollout through mig-manager",
+                timeout=120,
+            )
+            wait_for(lambda: running(cp, "mm", *wanted), "the pending pods to run", timeout=60)
+        records = status["rollout"]["nodes"]
+        assert {r["step"] for r in records.values()} == {"Done"}, records
+        # mig-manager rebuilds whole GPUs: the pod on the changed GPU was evicted.
+        events = cp.kubectl(
+            "get", "events", "--field-selector", "involvedObject.name=mm", "-o", "json"
+        ).stdout
+        assert "mm/frag-" in events
+        assert " evicted from mm-" in events
+        data = json.loads(
+            cp.kubectl("get", "configmap", "-n", config_map[0], config_map[1], "-o", "json").stdout
+        )["data"]["config.yaml"]
+        for name, record in records.items():
+            labels = node_obj(cp, name)["metadata"]["labels"]
+            assert labels["nvidia.com/mig.config"] == record["migConfig"]
+            assert labels["nvidia.com/mig.config.state"] == "success"
+            assert record["migConfig"].startswith(f"migplan-{name}-")
+            assert record["migConfig"] in data
+            assert (name, record["migConfig"]) in mig_manager.applied_configs
+            # The agent wrote nothing: the operator never gave it a target.
+            np = json.loads(cp.kubectl("get", "np", name, "-o", "json").stdout)
+            assert np["spec"]["gpus"] == []
+            assert not node_obj(cp, name)["spec"].get("unschedulable")
+    finally:
+        fleet.stop()
+
+
+def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds) -> None:
+    cp = crds
+    fleet = build_pool(cp, "mw", {"mw-a": "-"})
+    mig_manager = SimulatedMigManager(
+        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        nodes=fleet.nodes,
+        plugin=fleet.plugin,
+        catalog=default_catalog(),
+        config_map=("gpu-operator", "migplan-mig-parted-config"),
+        wedged=frozenset({"mw-a"}),
+    )
+    fleet.hooks.append(mig_manager.sync)
+    try:
+        apply(
+            cp,
+            *(mig_pod(f"want-{i}", profile="3g.40gb", namespace="mw", pool="mw") for i in range(2)),
+        )
+        wait_for(lambda: unschedulable(cp, "mw", "want-0", "want-1"), "the new pods to wait")
+        with running_operator(cp, agent_timeout=4):
+            apply(cp, make_plan("mw", "mw", window=ALWAYS_OPEN, actuator="mig-manager"))
+            status = wait_for(
+                lambda: (s := plan_status(cp, "mw")).get("phase") == "Degraded" and s,
+                "the wedged node to fail",
+                timeout=90,
+            )
+        record = status["rollout"]["nodes"]["mw-a"]
+        assert record["step"] == "Failed"
+        assert "mig-manager stuck in pending" in record["message"]
+        node = node_obj(cp, "mw-a")
+        assert not node["spec"].get("unschedulable")
+        assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "pending"
     finally:
         fleet.stop()
