@@ -90,9 +90,12 @@ class LabelSelector(CamelModel):
     """A Kubernetes label selector; empty selects everything."""
 
     match_labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
-        default_factory=dict, max_length=64
+        default_factory=dict, max_length=64, description="labels that must all be present"
     )
-    match_expressions: Annotated[tuple[SelectorRequirement, ...], Field(max_length=32)] = ()
+    match_expressions: Annotated[
+        tuple[SelectorRequirement, ...],
+        Field(max_length=32, description="requirements that must all hold"),
+    ] = ()
 
     def matches(self, labels: dict[str, str]) -> bool:
         """Whether `labels` satisfy every label and expression of the selector."""
@@ -157,8 +160,12 @@ class PolicySpec(CamelModel):
     """What the planner may change."""
 
     disruption: Disruption = Disruption.NONE
-    max_gpus_changed: Annotated[int | None, Field(ge=0, strict=True)] = None
-    max_nodes_changed: Annotated[int | None, Field(ge=0, strict=True)] = None
+    max_gpus_changed: Annotated[
+        int | None, Field(ge=0, strict=True, description="at most this many GPUs change")
+    ] = None
+    max_nodes_changed: Annotated[
+        int | None, Field(ge=0, strict=True, description="at most this many nodes change")
+    ] = None
     allowed_profiles: dict[
         Annotated[str, Field(max_length=64)],
         Annotated[
@@ -191,7 +198,9 @@ class WindowSpec(CamelModel):
     duration: Annotated[
         str, Field(pattern=DURATION.pattern, max_length=32, description="e.g. 2h or 90m")
     ]
-    time_zone: Annotated[str, Field(max_length=64)] = "UTC"
+    time_zone: Annotated[
+        str, Field(max_length=64, description="IANA time zone of start, e.g. Europe/Berlin")
+    ] = "UTC"
 
     @field_validator("start")
     @classmethod
@@ -219,7 +228,15 @@ class RolloutSpec(CamelModel):
     max_unavailable: Annotated[
         int, Field(ge=1, strict=True, description="nodes reconfigured at once")
     ] = 1
-    drain_timeout: Annotated[str, Field(pattern=DURATION.pattern, max_length=32)] = "10m"
+    drain_timeout: Annotated[
+        str,
+        Field(
+            pattern=DURATION.pattern,
+            max_length=32,
+            description="give a node up (uncordon, geometry unchanged) if its pods are not "
+            "gone by then",
+        ),
+    ] = "10m"
 
     @field_validator("drain_timeout")
     @classmethod
@@ -230,8 +247,12 @@ class RolloutSpec(CamelModel):
 class SolverSpec(CamelModel):
     """Solver limits."""
 
-    time_limit_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
-    workers: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
+    time_limit_seconds: Annotated[
+        float, Field(gt=0, le=600, description="CP-SAT time limit per stage (deterministic)")
+    ] = 10.0
+    workers: Annotated[
+        int, Field(ge=1, le=64, strict=True, description="CP-SAT search workers")
+    ] = 1
 
 
 class Actuator(StrEnum):
@@ -253,8 +274,12 @@ class PlanSpec(CamelModel):
     )
     rollout: RolloutSpec = RolloutSpec()
     actuator: Actuator = Actuator.AGENT
-    dry_run: Annotated[bool, Field(strict=True)] = False
-    suspend: Annotated[bool, Field(strict=True)] = False
+    dry_run: Annotated[
+        bool, Field(strict=True, description="plan and report only; change nothing")
+    ] = False
+    suspend: Annotated[
+        bool, Field(strict=True, description="neither plan nor roll out until unset")
+    ] = False
     solver: SolverSpec = SolverSpec()
 
     @field_validator("rebalance_schedule")

@@ -40,3 +40,14 @@ def crds(
     for name, crd in documents.items():
         (output_dir / name).write_text(render(crd))
         typer.echo(f"wrote {output_dir / name}")
+
+
+def reference() -> None:
+    """Print the GPUPartitionPlan field reference as Markdown (docs/plan-reference.md).
+
+    Generated from the same models as the CRD: every spec field with its type, bounds,
+    default and meaning.
+    """
+    from migplan.planner.reference import plan_reference
+
+    typer.echo(plan_reference(), nl=False)

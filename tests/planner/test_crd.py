@@ -35,3 +35,13 @@ def test_schema_is_structural() -> None:
                 walk(item, path)
 
     walk(openapi(PlanSpec))
+
+
+def test_committed_plan_reference_matches_the_models() -> None:
+    from migplan.planner.reference import plan_reference
+
+    committed = (CRDS.parent / "docs" / "plan-reference.md").read_text()
+    assert committed == plan_reference(), (
+        "docs/plan-reference.md is stale: run `migplan reference > docs/plan-reference.md`"
+    )
+    assert "| `spec.rollout.drainTimeout` | string" in committed
