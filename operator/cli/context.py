@@ -65,3 +65,20 @@ KubeconfigOpt = Annotated[
     ),
 ]
 """The --kubeconfig option every command that talks to a cluster takes."""
+
+PlanFileArg = Annotated[
+    Path,
+    typer.Argument(metavar="PLAN.yaml", help="A GPUPartitionPlan manifest.", show_default=False),
+]
+"""The plan manifest argument of the planning commands."""
+
+ClusterOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cluster",
+        metavar="INVENTORY.yaml",
+        help="Plan against this inventory file (from `migplan inventory`, or written by "
+        "hand) instead of the live cluster.",
+    ),
+]
+"""--cluster: an inventory file instead of the live cluster."""

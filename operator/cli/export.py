@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 import yaml
 
-from migplan.operator.cli.context import KubeconfigOpt, state
+from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.preview import live_inventory
 from migplan.planner.migparted import mig_parted_config
@@ -22,20 +19,8 @@ app = typer.Typer(
 @app.command("mig-parted")
 def mig_parted(
     ctx: typer.Context,
-    plan_file: Annotated[
-        Path,
-        typer.Argument(
-            metavar="PLAN.yaml", help="A GPUPartitionPlan manifest.", show_default=False
-        ),
-    ],
-    cluster: Annotated[
-        Path | None,
-        typer.Option(
-            "--cluster",
-            metavar="INVENTORY.yaml",
-            help="Plan against this inventory file instead of the live cluster.",
-        ),
-    ] = None,
+    plan_file: PlanFileArg,
+    cluster: ClusterOpt = None,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Print the plan as a mig-parted config (version v1): one mig-configs entry per node,

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from migplan.operator.cli.context import KubeconfigOpt, console, state
+from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.planner.catalog import Catalog
@@ -180,21 +180,8 @@ def inventory(
 
 def preview(
     ctx: typer.Context,
-    plan_file: Annotated[
-        Path,
-        typer.Argument(
-            metavar="PLAN.yaml", help="A GPUPartitionPlan manifest.", show_default=False
-        ),
-    ],
-    cluster: Annotated[
-        Path | None,
-        typer.Option(
-            "--cluster",
-            metavar="INVENTORY.yaml",
-            help="Plan against this inventory file (from `migplan inventory`, or written by "
-            "hand) instead of the live cluster.",
-        ),
-    ] = None,
+    plan_file: PlanFileArg,
+    cluster: ClusterOpt = None,
     output: Annotated[
         PreviewFormat, typer.Option("--output", "-o", help="text, yaml or json.")
     ] = PreviewFormat.TEXT,

@@ -121,6 +121,7 @@ class PlanController:
         status = body.get("status") or {}
         if status.get("inputHash") and status.get("observedGeneration") == _generation(body):
             log.info("resumed", plan=name, phase=status.get("phase"))
+            metrics.set_phase(name, status.get("phase"))
             return
         self.spec_changed(name)
 
@@ -293,7 +294,8 @@ class PlanController:
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:
                 records[record.node] = stepper.advance(record)
-        while True:
+        # A suspended plan finishes the nodes in hand and starts no other.
+        while not spec.suspend:
             starting = nodes_to_start(
                 records.values(),
                 max_unavailable=spec.rollout.max_unavailable,

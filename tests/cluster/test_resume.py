@@ -7,20 +7,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from nodes import mig_deployment, mig_pod
 from operator_proc import running_operator, start_operator
 from test_rollout import (
     ALWAYS_OPEN,
-    app_running,
+    add_pending,
     apply,
     build_pool,
     layout_of,
     make_plan,
     node_obj,
     plan_status,
-    pods_of,
     running,
-    unschedulable,
+    start_running,
+    uids,
 )
 from waiting import wait_for
 
@@ -37,20 +36,8 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
     pool = f"rs{POINTS.index(point)}"
     fleet = build_pool(cp, pool, {f"{pool}-a": "1g.10gb@0", f"{pool}-b": "1g.10gb@6"})
     try:
-        apply(
-            cp,
-            mig_deployment("frag", profile="1g.10gb", namespace=pool, pool=pool),
-            mig_deployment("small", profile="1g.10gb", namespace=pool, pool=pool),
-        )
-        wait_for(lambda: app_running(cp, pool, "frag", "small"), "the running pods")
-        before = {
-            p["metadata"]["name"]: p["metadata"]["uid"]
-            for app in ("frag", "small")
-            for p in pods_of(cp, pool, app)
-        }
-        wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace=pool, pool=pool) for n in wanted))
-        wait_for(lambda: unschedulable(cp, pool, *wanted), "the new pods to be unschedulable")
+        before = start_running(cp, pool, "frag", "small")
+        wanted = add_pending(cp, pool, 3)
 
         crashing = start_operator(cp, env={CRASH_AT: point})
         apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
@@ -80,11 +67,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
         assert {r["step"] for r in records.values()} == {"Done"}
         evicted = [p for r in records.values() for p in r["evict"]]
         assert len(evicted) == 1
-        after = {
-            p["metadata"]["name"]: p["metadata"]["uid"]
-            for app in ("frag", "small")
-            for p in pods_of(cp, pool, app)
-        }
+        after = uids(cp, pool, "frag", "small")
         assert {f"{pool}/{n}" for n in before if n not in after} == set(evicted)
         evictions = [
             line

@@ -128,25 +128,35 @@ def unschedulable(cp, namespace: str, *names: str) -> bool:
     )
 
 
+def uids(cp, namespace: str, *apps: str) -> dict[str, str]:
+    """Pod name -> uid of the pods of `apps` (Deployments) in `namespace`."""
+    return {
+        p["metadata"]["name"]: p["metadata"]["uid"] for a in apps for p in pods_of(cp, namespace, a)
+    }
+
+
+def start_running(cp, pool: str, *apps: str) -> dict[str, str]:
+    """One-replica Deployments of 1g.10gb pods in `pool`, running; their pods' uids."""
+    apply(cp, *(mig_deployment(a, profile="1g.10gb", namespace=pool, pool=pool) for a in apps))
+    wait_for(lambda: app_running(cp, pool, *apps), "the running pods")
+    return uids(cp, pool, *apps)
+
+
+def add_pending(cp, pool: str, count: int, profile: str = "3g.40gb") -> list[str]:
+    """`count` pods of `profile` in `pool` that no node can take yet; their names."""
+    names = [f"want-{i}" for i in range(count)]
+    apply(cp, *(mig_pod(n, profile=profile, namespace=pool, pool=pool) for n in names))
+    wait_for(lambda: unschedulable(cp, pool, *names), "the new pods to be unschedulable")
+    return names
+
+
 def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
     cp = crds
     # Each node has a 1g instance in use where it blocks a second 3g instance.
     fleet = build_pool(cp, "ro", {"ro-a": "1g.10gb@0", "ro-b": "1g.10gb@6"})
     try:
-        apply(
-            cp,
-            mig_deployment("frag", profile="1g.10gb", namespace="ro", pool="ro"),
-            mig_deployment("small", profile="1g.10gb", namespace="ro", pool="ro"),
-        )
-        wait_for(lambda: app_running(cp, "ro", "frag", "small"), "the running pods")
-        before = {
-            p["metadata"]["name"]: p["metadata"]["uid"]
-            for app in ("frag", "small")
-            for p in pods_of(cp, "ro", app)
-        }
-        wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="ro", pool="ro") for n in wanted))
-        wait_for(lambda: unschedulable(cp, "ro", *wanted), "the new pods to be unschedulable")
+        before = start_running(cp, "ro", "frag", "small")
+        wanted = add_pending(cp, "ro", 3)
         port = free_port()
         with running_operator(cp, metrics_port=port):
             apply(cp, make_plan("ro", "ro", window=ALWAYS_OPEN))
@@ -170,11 +180,7 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
         assert len(evicted) == 1
         assert [r["disruptive"] for r in nodes.values()].count(True) == 1
         # The planned pod went (its Deployment replaced it); the other one was left alone.
-        after = {
-            p["metadata"]["name"]: p["metadata"]["uid"]
-            for app in ("frag", "small")
-            for p in pods_of(cp, "ro", app)
-        }
+        after = uids(cp, "ro", "frag", "small")
         gone = {f"ro/{name}" for name in before if name not in after}
         assert gone == set(evicted)
         assert [uid for name, uid in before.items() if name in after] == [
@@ -199,27 +205,30 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
         fleet.stop()
 
 
+def start_guarded(cp, pool: str) -> None:
+    """Two 1g pods (one per node of the pool) under a PodDisruptionBudget of maxUnavailable 0."""
+    guarded = mig_deployment("guarded", profile="1g.10gb", namespace=pool, pool=pool)
+    guarded["spec"]["replicas"] = 2
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guarded", "namespace": pool},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    apply(cp, guarded, budget)
+    wait_for(
+        lambda: len(pods_of(cp, pool, "guarded")) == 2 and app_running(cp, pool, "guarded"),
+        "the guarded pods",
+    )
+
+
 def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -> None:
     cp = crds
     fleet = build_pool(cp, "pdb", {"pdb-a": "1g.10gb@0", "pdb-b": "1g.10gb@6"})
     try:
-        guarded = mig_deployment("guarded", profile="1g.10gb", namespace="pdb", pool="pdb")
-        guarded["spec"]["replicas"] = 2  # one on each node
-        budget = {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "guarded", "namespace": "pdb"},
-            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
-        }
-        apply(cp, guarded, budget)
-        wait_for(
-            lambda: len(pods_of(cp, "pdb", "guarded")) == 2 and app_running(cp, "pdb", "guarded"),
-            "the guarded pods",
-        )
-        uids = sorted(p["metadata"]["uid"] for p in pods_of(cp, "pdb", "guarded"))
-        wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="pdb", pool="pdb") for n in wanted))
-        wait_for(lambda: unschedulable(cp, "pdb", *wanted), "the new pods to be unschedulable")
+        start_guarded(cp, "pdb")
+        guarded_uids = sorted(uids(cp, "pdb", "guarded").values())
+        add_pending(cp, "pdb", 3)
         with running_operator(cp):
             plan = make_plan("pdb", "pdb", window=ALWAYS_OPEN)
             plan["spec"]["rollout"]["drainTimeout"] = "4s"
@@ -236,7 +245,7 @@ def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -
         assert records[other]["step"] == "Done"  # the rollout went on with the other node
         assert "drain timed out" in records[blocked]["message"]
         assert "disruption budget" in records[blocked]["message"]
-        assert sorted(p["metadata"]["uid"] for p in pods_of(cp, "pdb", "guarded")) == uids
+        assert sorted(uids(cp, "pdb", "guarded").values()) == guarded_uids
         node = node_obj(cp, blocked)
         assert not node["spec"].get("unschedulable")
         assert CORDONED_BY not in node["metadata"].get("annotations", {})
@@ -252,15 +261,8 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
     cp = crds
     fleet = build_pool(cp, "win", {"win-busy": "1g.10gb@0", "win-empty": "1g.10gb@6"})
     try:
-        apply(
-            cp,
-            mig_deployment("frag", profile="1g.10gb", namespace="win", pool="win"),
-            mig_deployment("small", profile="1g.10gb", namespace="win", pool="win"),
-        )
-        wait_for(lambda: app_running(cp, "win", "frag", "small"), "the running pods")
-        wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="win", pool="win") for n in wanted))
-        wait_for(lambda: unschedulable(cp, "win", *wanted), "the new pods to be unschedulable")
+        start_running(cp, "win", "frag", "small")
+        add_pending(cp, "win", 3)
         with running_operator(cp):
             apply(cp, make_plan("win", "win", window=closed_window()))
             status = wait_for(
@@ -306,22 +308,8 @@ def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds) -> None:
     cp = crds
     fleet = build_pool(cp, "del", {"del-a": "1g.10gb@0", "del-b": "1g.10gb@6"})
     try:
-        guarded = mig_deployment("guarded", profile="1g.10gb", namespace="del", pool="del")
-        guarded["spec"]["replicas"] = 2
-        budget = {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "guarded", "namespace": "del"},
-            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}},
-        }
-        apply(cp, guarded, budget)
-        wait_for(
-            lambda: len(pods_of(cp, "del", "guarded")) == 2 and app_running(cp, "del", "guarded"),
-            "the guarded pods",
-        )
-        wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="del", pool="del") for n in wanted))
-        wait_for(lambda: unschedulable(cp, "del", *wanted), "the new pods to be unschedulable")
+        start_guarded(cp, "del")
+        add_pending(cp, "del", 3)
         with running_operator(cp):
             plan = make_plan("del", "del", window=ALWAYS_OPEN)
             plan["spec"]["rollout"]["drainTimeout"] = "10m"
@@ -354,14 +342,7 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds) -> None:
     cp = crds
     fleet = build_pool(cp, "mm", {"mm-a": "1g.10gb@0", "mm-b": "1g.10gb@6"})
     config_map = ("gpu-operator", "migplan-mig-parted-config")
-    cp.kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}
-        ),
-    )
+    apply(cp, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}})
     mig_manager = SimulatedMigManager(
         api=kube.connect(kubeconfig=str(cp.kubeconfig)),
         nodes=fleet.nodes,
@@ -373,9 +354,7 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds) -> None:
     try:
         apply(cp, mig_deployment("frag", profile="1g.10gb", namespace="mm", pool="mm"))
         wait_for(lambda: app_running(cp, "mm", "frag"), "the running pod")
-        wanted = [f"want-{i}" for i in range(3)]
-        apply(cp, *(mig_pod(n, profile="3g.40gb", namespace="mm", pool="mm") for n in wanted))
-        wait_for(lambda: unschedulable(cp, "mm", *wanted), "the new pods to be unschedulable")
+        wanted = add_pending(cp, "mm", 3)
         with running_operator(cp):
             apply(cp, make_plan("mm", "mm", window=ALWAYS_OPEN, actuator="mig-manager"))
             status = wait_for(
