@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
 from fleet_scenario import run_fleet  # noqa: E402
 from harness import ControlPlane  # noqa: E402
+from operator_proc import operator_service_account  # noqa: E402
 
 LABELS = {
     "pending_to_running_s": "pending pods -> all Running (plan, rollout, scheduling)",
@@ -50,7 +51,7 @@ def main() -> None:
             "crd/gpupartitionplans.migplan.io",
             "crd/nodepartitions.migplan.io",
         )
-        run = run_fleet(cp, nodes=args.nodes)
+        run = run_fleet(cp, nodes=args.nodes, kubeconfig=operator_service_account(cp))
     checks = {
         "all pending pods ran": run.first.get("demandMet") == "90/90",
         "no running pod disturbed": run.kept_running,

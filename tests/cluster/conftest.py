@@ -21,3 +21,12 @@ def crds(control_plane):
         "crd/nodepartitions.migplan.io",
     )
     return control_plane
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(crds):
+    """A kubeconfig for the operator's ServiceAccount with the RBAC deploy/ ships, so
+    end-to-end tests run the operator with exactly those permissions."""
+    from operator_proc import operator_service_account
+
+    return operator_service_account(crds)

@@ -196,7 +196,13 @@ def _migplan(cp, *args: str) -> str:
 
 
 def run_fleet(
-    cp, *, nodes: int = 50, running: int = 50, small: int = 60, mid: int = 30
+    cp,
+    *,
+    nodes: int = 50,
+    running: int = 50,
+    small: int = 60,
+    mid: int = 30,
+    kubeconfig: Path | None = None,
 ) -> FleetRun:
     """Run the whole scenario on the control plane `cp`; returns what happened."""
     names = [f"fl-{i:02d}" for i in range(nodes)]
@@ -228,7 +234,7 @@ def run_fleet(
             timeout=120,
         )
         port = free_port()
-        with running_operator(cp, metrics_port=port) as proc:
+        with running_operator(cp, metrics_port=port, kubeconfig=kubeconfig) as proc:
             # The operator gives each node a NodePartition; plan once every agent reported.
             wait_for(lambda: reported(cp) >= set(names), "every agent to report", timeout=120)
             kept = _first_rollout(cp, run)

@@ -508,6 +508,38 @@ class ControlPlane:
 
         self._wait(ready, f"kube-apiserver {path}")
 
+    def service_account_kubeconfig(self, *, namespace: str, name: str) -> Path:
+        """A kubeconfig that acts as ServiceAccount `namespace/name` (a bound token from the
+        TokenRequest API), so a test runs a component with exactly its shipped RBAC."""
+        token = self.kubectl(
+            "create", "token", name, "-n", namespace, "--duration=6h"
+        ).stdout.strip()
+        path = self.run_dir / f"{namespace}-{name}.kubeconfig"
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "migplan-test",
+                            "cluster": {
+                                "server": self.server,
+                                "certificate-authority": str(self.pki_dir / "ca.crt"),
+                            },
+                        }
+                    ],
+                    "users": [{"name": name, "user": {"token": token}}],
+                    "contexts": [
+                        {"name": "sa", "context": {"cluster": "migplan-test", "user": name}}
+                    ],
+                    "current-context": "sa",
+                },
+                indent=2,
+            )
+        )
+        return path
+
     def kubectl(
         self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -12,6 +13,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 MIGPLAN = str(Path(sys.executable).parent / "migplan")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def operator_service_account(cp) -> Path:
+    """Apply the RBAC deploy/ ships for the operator (and kopf's peering CRD); a kubeconfig
+    that acts as the operator's ServiceAccount."""
+    for namespace in ("migplan-system", "gpu-operator"):
+        cp.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            ),
+        )
+    for manifest in ("operator-rbac.yaml", "kopf-peering.yaml"):
+        cp.kubectl("apply", "-f", str(ROOT / "deploy" / manifest))
+    return cp.service_account_kubeconfig(namespace="migplan-system", name="migplan-operator")
 
 
 def free_port() -> int:
@@ -27,15 +46,17 @@ def start_operator(
     env: dict[str, str] | None = None,
     tick: float = 0.5,
     agent_timeout: float = 60,
+    kubeconfig: Path | None = None,
 ):
-    """Start the operator (standalone, fast ticks); its output goes to a pipe."""
+    """Start the operator (standalone, fast ticks) as `kubeconfig` says (the admin by
+    default); its output goes to a pipe."""
     return subprocess.Popen(
         [
             MIGPLAN,
             "operator",
             "--standalone",
             "--kubeconfig",
-            str(cp.kubeconfig),
+            str(kubeconfig or cp.kubeconfig),
             "--tick",
             str(tick),
             "--metrics-port",

@@ -10,9 +10,9 @@ pytestmark = pytest.mark.cluster
 
 
 def test_fifty_nodes_pending_pods_run_and_the_cron_rebalance_changes_only_what_it_must(
-    crds,
+    crds, operator_kubeconfig
 ) -> None:
-    run = run_fleet(crds, nodes=50)
+    run = run_fleet(crds, nodes=50, kubeconfig=operator_kubeconfig)
     first, second = run.first, run.second
     assert first["demandMet"] == "90/90"
     assert first["plan"]["evictions"] == 0

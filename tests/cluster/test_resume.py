@@ -31,7 +31,7 @@ POINTS = [f"{when}:{step}" for step in STEPS for when in ("before", "after")] + 
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
+def test_operator_killed_at_a_step_boundary_converges(crds, operator_kubeconfig, point) -> None:
     cp = crds
     pool = f"rs{POINTS.index(point)}"
     fleet = build_pool(cp, pool, {f"{pool}-a": "1g.10gb@0", f"{pool}-b": "1g.10gb@6"})
@@ -39,7 +39,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
         before = start_running(cp, pool, "frag", "small")
         wanted = add_pending(cp, pool, 3)
 
-        crashing = start_operator(cp, env={CRASH_AT: point})
+        crashing = start_operator(cp, kubeconfig=operator_kubeconfig, env={CRASH_AT: point})
         apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
         first, _ = crashing.communicate(timeout=90)
         assert crashing.returncode == 17, first[-3000:]
@@ -47,7 +47,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, point) -> None:
         records = plan_status(cp, pool)["rollout"]["nodes"]
         assert step in {r["step"] for r in records.values()}
 
-        with running_operator(cp) as proc:
+        with running_operator(cp, kubeconfig=operator_kubeconfig) as proc:
             status = wait_for(
                 lambda: (s := plan_status(cp, pool)).get("phase") == "Ready" and s,
                 "the rollout to finish after the restart",

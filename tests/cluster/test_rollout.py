@@ -150,7 +150,7 @@ def add_pending(cp, pool: str, count: int, profile: str = "3g.40gb") -> list[str
     return names
 
 
-def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
+def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds, operator_kubeconfig) -> None:
     cp = crds
     # Each node has a 1g instance in use where it blocks a second 3g instance.
     fleet = build_pool(cp, "ro", {"ro-a": "1g.10gb@0", "ro-b": "1g.10gb@6"})
@@ -158,7 +158,7 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds) -> None:
         before = start_running(cp, "ro", "frag", "small")
         wanted = add_pending(cp, "ro", 3)
         port = free_port()
-        with running_operator(cp, metrics_port=port):
+        with running_operator(cp, kubeconfig=operator_kubeconfig, metrics_port=port):
             apply(cp, make_plan("ro", "ro", window=ALWAYS_OPEN))
             status = wait_for(
                 lambda: (s := plan_status(cp, "ro")).get("phase") == "Ready" and s,
@@ -222,14 +222,16 @@ def start_guarded(cp, pool: str) -> None:
     )
 
 
-def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -> None:
+def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(
+    crds, operator_kubeconfig
+) -> None:
     cp = crds
     fleet = build_pool(cp, "pdb", {"pdb-a": "1g.10gb@0", "pdb-b": "1g.10gb@6"})
     try:
         start_guarded(cp, "pdb")
         guarded_uids = sorted(uids(cp, "pdb", "guarded").values())
         add_pending(cp, "pdb", 3)
-        with running_operator(cp):
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
             plan = make_plan("pdb", "pdb", window=ALWAYS_OPEN)
             plan["spec"]["rollout"]["drainTimeout"] = "4s"
             apply(cp, plan)
@@ -257,13 +259,15 @@ def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(crds) -
         fleet.stop()
 
 
-def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_fight(crds) -> None:
+def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_fight(
+    crds, operator_kubeconfig
+) -> None:
     cp = crds
     fleet = build_pool(cp, "win", {"win-busy": "1g.10gb@0", "win-empty": "1g.10gb@6"})
     try:
         start_running(cp, "win", "frag", "small")
         add_pending(cp, "win", 3)
-        with running_operator(cp):
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
             apply(cp, make_plan("win", "win", window=closed_window()))
             status = wait_for(
                 lambda: (s := plan_status(cp, "win")).get("phase") == "WaitingForWindow" and s,
@@ -304,13 +308,13 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
         fleet.stop()
 
 
-def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds) -> None:
+def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "del", {"del-a": "1g.10gb@0", "del-b": "1g.10gb@6"})
     try:
         start_guarded(cp, "del")
         add_pending(cp, "del", 3)
-        with running_operator(cp):
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
             plan = make_plan("del", "del", window=ALWAYS_OPEN)
             plan["spec"]["rollout"]["drainTimeout"] = "10m"
             apply(cp, plan)
@@ -338,7 +342,7 @@ def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds) -> None:
         fleet.stop()
 
 
-def test_mig_manager_actuator_follows_the_label_protocol(crds) -> None:
+def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "mm", {"mm-a": "1g.10gb@0", "mm-b": "1g.10gb@6"})
     config_map = ("gpu-operator", "migplan-mig-parted-config")
@@ -355,7 +359,7 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds) -> None:
         apply(cp, mig_deployment("frag", profile="1g.10gb", namespace="mm", pool="mm"))
         wait_for(lambda: app_running(cp, "mm", "frag"), "the running pod")
         wanted = add_pending(cp, "mm", 3)
-        with running_operator(cp):
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
             apply(cp, make_plan("mm", "mm", window=ALWAYS_OPEN, actuator="mig-manager"))
             status = wait_for(
                 lambda: (s := plan_status(cp, "mm")).get("phase") == "Ready" and s,
@@ -389,7 +393,7 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds) -> None:
         fleet.stop()
 
 
-def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds) -> None:
+def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "mw", {"mw-a": "-"})
     mig_manager = SimulatedMigManager(
@@ -407,7 +411,7 @@ def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds) -> None:
             *(mig_pod(f"want-{i}", profile="3g.40gb", namespace="mw", pool="mw") for i in range(2)),
         )
         wait_for(lambda: unschedulable(cp, "mw", "want-0", "want-1"), "the new pods to wait")
-        with running_operator(cp, agent_timeout=4):
+        with running_operator(cp, kubeconfig=operator_kubeconfig, agent_timeout=4):
             apply(cp, make_plan("mw", "mw", window=ALWAYS_OPEN, actuator="mig-manager"))
             status = wait_for(
                 lambda: (s := plan_status(cp, "mw")).get("phase") == "Degraded" and s,
