@@ -7,21 +7,30 @@ and writes status itself (so each rollout step is recorded before it is taken).
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import Any
 
 import kopf
+import structlog
 
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
+from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import default_catalog
 
 GROUP, VERSION, PLURAL = "migplan.io", "v1alpha1", "gpupartitionplans"
 _state: dict[str, Any] = {}
+log = structlog.get_logger("migplan.operator")
 
 
 def _event(body: dict[str, Any], kind: str, reason: str, message: str) -> None:
-    kopf.event(cast(kopf.Body, body), type=kind, reason=reason, message=message[:1000])
+    """Post an event on the plan; a failure to post is logged, never raised."""
+    try:
+        kube.create_event(
+            _state["controller"].api, obj=body, kind=kind, reason=reason, message=message
+        )
+    except Exception as exc:  # an event is worth less than the step that caused it
+        log.warning("event not posted", reason=reason, error=repr(exc))
 
 
 def configure(
@@ -42,7 +51,7 @@ def configure(
         mig_config_map=mig_config_map,
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
-    kopf.timer(GROUP, VERSION, PLURAL, interval=tick, initial_delay=min(tick, 1.0))(on_tick)
+    _state["ticker"] = PlanTicker(_state["controller"], interval=tick)
 
 
 @kopf.on.startup()
@@ -50,6 +59,13 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     """Peering priority, and events only for what a person should see."""
     settings.peering.priority = _state.get("priority", 0)
     settings.posting.level = logging.WARNING  # kopf's own handler chatter stays in the logs
+    _state["ticker"].start()
+
+
+@kopf.on.cleanup()
+def cleanup(**_: Any) -> None:
+    """Stop ticking before kopf exits."""
+    _state["ticker"].stop()
 
 
 @kopf.on.login()
@@ -71,15 +87,11 @@ def on_resume(name: str, **_: Any) -> None:
     _state["controller"].resumed(name)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL)
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
 def on_delete(name: str, **_: Any) -> None:
-    """A plan deleted mid-rollout leaves no node cordoned (kopf's finalizer waits for this)."""
+    """A plan deleted mid-rollout leaves no node cordoned. No finalizer: if the operator is
+    away when a plan goes, the ticker uncordons its nodes when it comes back."""
     _state["controller"].forget(name)
-
-
-def on_tick(name: str, **_: Any) -> None:
-    """Re-plan when due, then advance the rollout."""
-    _state["controller"].tick(name)
 
 
 @kopf.on.event("", "v1", "nodes", labels={"nvidia.com/mig.capable": "true"})

@@ -316,3 +316,32 @@ def edit_config_map(
         return
     found.data = edit(dict(found.data or {}))
     core.replace_namespaced_config_map(name, namespace, found)
+
+
+def create_event(
+    api: client.ApiClient, *, obj: dict[str, Any], kind: str, reason: str, message: str
+) -> None:
+    """Post an event about `obj` (events of cluster-scoped objects live in `default`)."""
+    from datetime import UTC, datetime
+
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+    now = datetime.now(UTC)
+    body = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=namespace),
+        involved_object=client.V1ObjectReference(
+            api_version=obj.get("apiVersion"),
+            kind=obj.get("kind"),
+            name=meta["name"],
+            uid=meta.get("uid"),
+            namespace=meta.get("namespace"),
+        ),
+        reason=reason,
+        message=message[:1024],
+        type=kind,
+        source=client.V1EventSource(component="migplan-operator"),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
+    client.CoreV1Api(api).create_namespaced_event(namespace, body)

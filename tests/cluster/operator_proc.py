@@ -81,8 +81,8 @@ def stop_operator(proc) -> str:
 
 @contextlib.contextmanager
 def running_operator(cp, **kwargs) -> Iterator[subprocess.Popen]:
-    """The operator for the duration of a `with` block; stopped cleanly after (its logs are
-    then in `proc.output`)."""
+    """The operator for the duration of a `with` block; afterwards every plan is deleted and
+    the operator stopped cleanly (its logs are then in `proc.output`)."""
     proc = start_operator(cp, **kwargs)
     try:
         yield proc
@@ -92,4 +92,7 @@ def running_operator(cp, **kwargs) -> Iterator[subprocess.Popen]:
         output, _ = proc.communicate(timeout=60)
         print(output[-20000:])  # shown by pytest with the failure
         raise
+    # Leave no plan behind for the next test's operator (deletion needs this one running:
+    # kopf's finalizer).
+    cp.kubectl("delete", "gpp", "--all", "--wait=true", "--timeout=90s")
     proc.output = stop_operator(proc)  # for tests that read the logs afterwards

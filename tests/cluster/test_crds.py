@@ -63,6 +63,7 @@ def test_examples_apply_and_show_printer_columns(crds) -> None:
     assert "DRY-RUN" in wide.splitlines()[0]
     assert "WINDOW" in wide.splitlines()[0].split()
     assert "0 2 * * 6" in wide
+    crds.kubectl("delete", "-f", str(ROOT / "examples" / "plan.yaml"))
 
 
 def test_node_partition_spec_and_status_round_trip(crds) -> None:

@@ -100,6 +100,7 @@ def test_operator_plans_a_dry_run_plan(crds) -> None:
         assert conditions["Infeasible"]["status"] == "True"
         assert "at most 4 instances of 3g.40gb" in conditions["Infeasible"]["message"]
     finally:
+        cp.kubectl("delete", "gpp", "--all", "--wait=true", "--timeout=60s", check=False)
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output[-3000:]

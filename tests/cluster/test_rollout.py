@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from nodes import gpu_node, mig_deployment, mig_pod, reported
-from operator_proc import free_port, running_operator
+from operator_proc import free_port, running_operator, start_operator, stop_operator
 from waiting import wait_for
 
 from migplan.operator.controller.partitions import PartitionBootstrap
@@ -308,6 +308,12 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
         fleet.stop()
 
 
+def node_in_step(cp, plan: str, step: str) -> str | None:
+    """A node of `plan`'s rollout that is at `step`, if any."""
+    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
+    return next((n for n, r in nodes.items() if r["step"] == step), None)
+
+
 def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "del", {"del-a": "1g.10gb@0", "del-b": "1g.10gb@6"})
@@ -318,23 +324,14 @@ def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds, operator_kube
             plan = make_plan("del", "del", window=ALWAYS_OPEN)
             plan["spec"]["rollout"]["drainTimeout"] = "10m"
             apply(cp, plan)
-            stuck = wait_for(
-                lambda: next(
-                    (
-                        n
-                        for n, r in plan_status(cp, "del")
-                        .get("rollout", {})
-                        .get("nodes", {})
-                        .items()
-                        if r["step"] == "Evicting"
-                    ),
-                    None,
-                ),
-                "a node to be stuck evicting",
-            )
+            stuck = wait_for(lambda: node_in_step(cp, "del", "Evicting"), "a stuck drain")
             assert node_obj(cp, stuck)["spec"].get("unschedulable")
             cp.kubectl("delete", "gpp", "del", "--timeout=60s")
-            node = node_obj(cp, stuck)
+            node = wait_for(
+                lambda: (n := node_obj(cp, stuck))["spec"].get("unschedulable") is not True and n,
+                "the node to be uncordoned",
+                timeout=30,
+            )
         assert not node["spec"].get("unschedulable")
         assert CORDONED_BY not in node["metadata"].get("annotations", {})
         assert cp.kubectl("get", "gpp", "del", check=False).returncode != 0
@@ -424,5 +421,34 @@ def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kub
         node = node_obj(cp, "mw-a")
         assert not node["spec"].get("unschedulable")
         assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "pending"
+    finally:
+        fleet.stop()
+
+
+def test_a_plan_deleted_while_the_operator_is_away_leaves_no_node_cordoned(
+    crds, operator_kubeconfig
+) -> None:
+    cp = crds
+    fleet = build_pool(cp, "away", {"away-a": "1g.10gb@0", "away-b": "1g.10gb@6"})
+    try:
+        start_guarded(cp, "away")
+        add_pending(cp, "away", 3)
+        proc = start_operator(cp, kubeconfig=operator_kubeconfig)
+        try:
+            plan = make_plan("away", "away", window=ALWAYS_OPEN)
+            plan["spec"]["rollout"]["drainTimeout"] = "10m"
+            apply(cp, plan)
+            stuck = wait_for(lambda: node_in_step(cp, "away", "Evicting"), "a stuck drain")
+        finally:
+            stop_operator(proc)
+        assert node_obj(cp, stuck)["spec"].get("unschedulable")  # mid-rollout, by design
+        cp.kubectl("delete", "gpp", "away", "--timeout=30s")  # no finalizer holds it
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            node = wait_for(
+                lambda: (n := node_obj(cp, stuck))["spec"].get("unschedulable") is not True and n,
+                "the returning operator to uncordon the node",
+                timeout=30,
+            )
+        assert CORDONED_BY not in node["metadata"].get("annotations", {})
     finally:
         fleet.stop()
