@@ -235,6 +235,17 @@ class NodeStepper:
 
     def _partition(self, record: NodeRollout) -> NodeRollout:
         if self.actuator is Actuator.MIG_MANAGER:
+            # The agent only reports on this node from now on: no target of its own to
+            # enforce against what mig-manager makes.
+            kube.apply_node_partition(
+                self.api,
+                body={
+                    "apiVersion": "migplan.io/v1alpha1",
+                    "kind": "NodePartition",
+                    "metadata": {"name": record.node},
+                    "spec": {"nodeName": record.node, "plan": self.plan, "gpus": []},
+                },
+            )
             namespace, config_map = self.mig_config_map
             name = mig_manager.hand_over(
                 self.api,
