@@ -190,7 +190,16 @@ class _Pki:
         return private, public
 
 
-def _kubeconfig(path: Path, *, server: str, ca: Path, cert: Path, key: Path, user: str) -> Path:
+def _client_cert(pair: tuple[Path, Path]) -> dict[str, str]:
+    """kubeconfig user credentials from a (certificate, key) pair."""
+    return {"client-certificate": str(pair[0]), "client-key": str(pair[1])}
+
+
+def _kubeconfig(
+    path: Path, *, server: str, ca: Path, user: str, credentials: dict[str, str]
+) -> Path:
+    """A kubeconfig for `server` as `user` with `credentials` (client cert and key, or a
+    token)."""
     path.write_text(
         json.dumps(
             {
@@ -202,12 +211,7 @@ def _kubeconfig(path: Path, *, server: str, ca: Path, cert: Path, key: Path, use
                         "cluster": {"server": server, "certificate-authority": str(ca)},
                     }
                 ],
-                "users": [
-                    {
-                        "name": user,
-                        "user": {"client-certificate": str(cert), "client-key": str(key)},
-                    }
-                ],
+                "users": [{"name": user, "user": credentials}],
                 "contexts": [
                     {"name": "migplan-test", "context": {"cluster": "migplan-test", "user": user}}
                 ],
@@ -310,24 +314,21 @@ class ControlPlane:
             self.run_dir / "admin.kubeconfig",
             server=self.server,
             ca=ca,
-            cert=admin[0],
-            key=admin[1],
+            credentials=_client_cert(admin),
             user="admin",
         )
         kcm_config = _kubeconfig(
             self.run_dir / "kcm.kubeconfig",
             server=self.server,
             ca=ca,
-            cert=kcm[0],
-            key=kcm[1],
+            credentials=_client_cert(kcm),
             user="kcm",
         )
         sched_config = _kubeconfig(
             self.run_dir / "scheduler.kubeconfig",
             server=self.server,
             ca=ca,
-            cert=sched[0],
-            key=sched[1],
+            credentials=_client_cert(sched),
             user="scheduler",
         )
 
@@ -514,31 +515,13 @@ class ControlPlane:
         token = self.kubectl(
             "create", "token", name, "-n", namespace, "--duration=6h"
         ).stdout.strip()
-        path = self.run_dir / f"{namespace}-{name}.kubeconfig"
-        path.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": "migplan-test",
-                            "cluster": {
-                                "server": self.server,
-                                "certificate-authority": str(self.pki_dir / "ca.crt"),
-                            },
-                        }
-                    ],
-                    "users": [{"name": name, "user": {"token": token}}],
-                    "contexts": [
-                        {"name": "sa", "context": {"cluster": "migplan-test", "user": name}}
-                    ],
-                    "current-context": "sa",
-                },
-                indent=2,
-            )
+        return _kubeconfig(
+            self.run_dir / f"{namespace}-{name}.kubeconfig",
+            server=self.server,
+            ca=self.pki_dir / "ca.crt",
+            user=name,
+            credentials={"token": token},
         )
-        return path
 
     def kubectl(
         self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 60
