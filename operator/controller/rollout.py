@@ -46,6 +46,13 @@ def _crash_point(when: str, step: NodeStep) -> None:
         os._exit(17)
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    reason: str
+    tries: int
+    retry_at: float
+
+
 @dataclass
 class NodeStepper:
     """Advances one plan's nodes through their rollout steps."""
@@ -60,7 +67,8 @@ class NodeStepper:
     actuator: Actuator = Actuator.AGENT
     mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
     """(namespace, name) of the ConfigMap mig-manager reads (mig-manager actuator)."""
-    _retry_at: dict[str, float] = field(default_factory=dict)
+    _refusals: dict[str, _Refusal] = field(default_factory=dict)
+    """Per pod, the last refused eviction: why, how often, and when to try again."""
 
     def advance(self, record: NodeRollout) -> NodeRollout:
         """Take the node's steps until one has to wait or the node is finished; returns the
@@ -201,8 +209,9 @@ class NodeStepper:
             if found.metadata.deletion_timestamp is not None:
                 terminating.append(pod)
                 continue
-            if time.monotonic() < self._retry_at.get(pod, 0.0):
-                refused.append(f"{pod}: waiting to retry")
+            last = self._refusals.get(pod)
+            if last is not None and time.monotonic() < last.retry_at:
+                refused.append(f"{pod}: {last.reason} (retrying)")
                 continue
             refusal = kube.evict_pod(self.api, namespace=namespace, name=name)
             if refusal is None:
@@ -212,9 +221,9 @@ class NodeStepper:
                 terminating.append(pod)
             else:
                 metrics.EVICTIONS_REFUSED.inc()
-                tries = self._retry_at.get(f"{pod}#tries", 0.0) + 1
-                self._retry_at[f"{pod}#tries"] = tries
-                self._retry_at[pod] = time.monotonic() + min(2.0 * 2**tries, 60.0)
+                tries = (last.tries if last else 0) + 1
+                backoff = min(2.0 * 2**tries, 60.0)
+                self._refusals[pod] = _Refusal(refusal, tries, time.monotonic() + backoff)
                 refused.append(f"{pod}: {refusal}")
         if not refused and not terminating:
             return self._next(record, NodeStep.PARTITIONING, "drained")
