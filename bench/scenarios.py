@@ -183,3 +183,110 @@ def lp_lower_bound(demand: list[DemandItem], model: GpuModel) -> float:
     if solver.Solve() != pywraplp.Solver.OPTIMAL:
         raise RuntimeError("LP bound: GLOP found no optimum")
     return float(solver.Objective().Value())
+
+
+# ---- fragmented: a busy fleet where almost every GPU differs -------------------------------
+
+FRAGMENTED_MIXES = {
+    "a100-h100": (("A100-40GB", 0.6), ("H100-80GB", 0.4)),
+    "three-model": (("A100-40GB", 0.4), ("H100-80GB", 0.3), ("H200-141GB", 0.3)),
+}
+"""GPU models by share of nodes."""
+
+
+def _standard_profiles(model: GpuModel) -> list[str]:
+    """Profiles without media-engine suffixes: what pods usually ask for."""
+    return [p.name for p in model.profiles if "+" not in p.name and "-me" not in p.name]
+
+
+def fragmented(
+    *,
+    nodes: int = 1000,
+    gpus_per_node: int = 8,
+    mix: str = "a100-h100",
+    partitioned: float = 0.85,
+    in_use: float = 0.5,
+    pods_per_node: int = 12,
+    policy: str = "none",
+    seed: int = SEED,
+) -> tuple[dict[str, object], dict[str, object]]:
+    """A busy, fragmented fleet as an inventory file and a plan manifest (both plain data).
+
+    `partitioned` of the GPUs hold a maximal layout drawn from all of their model's standard
+    layouts, `in_use` of those instances run a pod; the rest of the GPUs are empty. Every node
+    has `pods_per_node` pending single-instance pods over nine profiles (small ones more
+    often), and the plan adds one explicit demand row at a higher priority. With 12 pods per
+    node the demand exceeds what fits (over-demand); with 3 it does not (under-demand).
+    """
+    from migplan.planner.enumeration import enumerate_layouts
+
+    rnd = random.Random(seed)
+    models = [(_model(key), share) for key, share in FRAGMENTED_MIXES[mix]]
+    maximal = {
+        m.model: enumerate_layouts(m, profiles=_standard_profiles(m), maximal=True)
+        for m, _ in models
+    }
+    union = sorted({p for m, _ in models for p in _standard_profiles(m)}, key=_profile_order)
+    profiles = sorted(rnd.sample(union, min(9, len(union))), key=_profile_order)
+    # Smaller profiles are asked for more often, as in shared inference pools.
+    weights = [1.0 / int(p.split("g.", 1)[0]) for p in profiles]
+    inventory_nodes = []
+    pending = []
+    bounds = [round(sum(s for _, s in models[: k + 1]) * nodes) for k in range(len(models))]
+    for n in range(nodes):
+        model = next(m for (m, _), b in zip(models, bounds, strict=True) if n < b)
+        gpus = []
+        for index in range(gpus_per_node):
+            entry: dict[str, object] = {"index": index, "model": model.model}
+            if rnd.random() < partitioned:
+                layout = rnd.choice(maximal[model.model])
+                entry["layout"] = str(layout)
+                used = [i for i in layout.instances if rnd.random() < in_use]
+                entry["inUse"] = {
+                    str(i): f"team-{n % 5}/run-{n}-{index}-{k}" for k, i in enumerate(used)
+                }
+            gpus.append(entry)
+        inventory_nodes.append(
+            {
+                "name": f"node-{n:04d}",
+                "labels": {"migplan.io/pool": "fragmented", "gpu": model.model},
+                "gpus": gpus,
+            }
+        )
+        for k, profile in enumerate(rnd.choices(profiles, weights=weights, k=pods_per_node)):
+            pending.append(
+                {
+                    "namespace": f"team-{k % 5}",
+                    "name": f"wait-{n}-{k}",
+                    "requests": {f"nvidia.com/mig-{profile}": 1},
+                }
+            )
+    inventory = {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "Inventory",
+        "nodes": inventory_nodes,
+        "pendingPods": pending,
+    }
+    explicit = profiles[len(profiles) // 2]
+    plan = {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": f"fragmented-{nodes}"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": "fragmented"}},
+            "demand": {
+                "profiles": [
+                    {"resource": f"nvidia.com/mig-{explicit}", "count": nodes, "priority": 3}
+                ],
+                "fromPendingPods": {"priority": 1},
+            },
+            "policy": {"disruption": policy},
+            "dryRun": True,
+        },
+    }
+    return inventory, plan
+
+
+def _profile_order(name: str) -> tuple[int, int]:
+    compute, _, memory = name.partition("g.")
+    return int(compute), int(memory.removesuffix("gb"))

@@ -9,8 +9,8 @@ from migplan.planner.catalog import GpuModel
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
-from migplan.planner.solver.candidates import Candidate, allowed_new_profiles
 from migplan.planner.solver.classes import GpuClass
+from migplan.planner.solver.pools import PoolSet, allowed_new_profiles
 from migplan.planner.spec import Disruption, PolicySpec
 
 
@@ -29,12 +29,12 @@ class Explainer:
         *,
         gpus: Sequence[GpuState],
         classes: Sequence[GpuClass],
-        candidates: Sequence[Sequence[Candidate]],
+        pools: PoolSet,
         policy: PolicySpec,
     ) -> None:
         self._gpus = gpus
         self._classes = classes
-        self._candidates = candidates
+        self._pools = pools
         self._policy = policy
         self.limits_reached: list[str] = []
         """Policy limits the chosen plan sits at (set once the plan is known)."""
@@ -53,10 +53,9 @@ class Explainer:
 
     def capacity(self, profile: str) -> int:
         """Most instances of `profile` the covered GPUs could hold if nothing else were wanted."""
-        return sum(
-            cls.size * max((c.count(profile) for c in cands), default=0)
-            for cls, cands in zip(self._classes, self._candidates, strict=True)
-        )
+        if profile not in self._pools.profiles:
+            return 0
+        return sum(cls.size * self._pools.most(c, profile) for c, cls in enumerate(self._classes))
 
     def capacity_without_pins(self, profile: str) -> int:
         """Most instances of `profile` the covered GPUs could hold if they were all empty."""

@@ -89,15 +89,27 @@ class SolverReport(CamelModel):
 
     method: str
     status: str
-    objective: float = Field(default=0.0, description="first stage's combined objective")
-    bound: float = Field(default=0.0, description="best bound of that objective")
-    gap: float = Field(default=0.0, description="relative gap of the first stage")
-    wall_seconds: float = 0.0
+    objective: float = Field(
+        default=0.0, description="the returned plan's first-stage (demand, disruption) objective"
+    )
+    bound: float = Field(default=0.0, description="proven bound of that objective")
+    gap: float = Field(default=0.0, description="relative gap between the two")
+    wall_seconds: float = Field(default=0.0, description="the whole planning pass")
+    build_seconds: float = Field(
+        default=0.0, description="classes, pools, starting points and model, before solving"
+    )
     stages: tuple[SolverStage, ...] = ()
     classes: int = 0
+    pools: int = Field(default=0, description="pools of what changed GPUs can become")
     variables: int = 0
     workers: int = 1
     seed: int = 0
+    started_from: str | None = Field(
+        default=None, description="the plan the solver started from (its hint)"
+    )
+    chosen: str | None = Field(
+        default=None, description="the plan returned: the solver's, or a better starting point"
+    )
 
 
 class PlanSummary(CamelModel):

@@ -7,8 +7,8 @@ Each returns a Plan built by `assemble_plan`, so the validator checks them like 
 - `static_plan`: one geometry per model on every free GPU (mig-parted "all-balanced" style).
 """
 
-from migplan.planner.baselines.first_fit import first_fit_plan
-from migplan.planner.baselines.greedy import greedy_plan
+from migplan.planner.baselines.first_fit import first_fit_plan, first_fit_targets
+from migplan.planner.baselines.greedy import greedy_plan, greedy_targets
 from migplan.planner.baselines.static import static_plan
 
-__all__ = ["first_fit_plan", "greedy_plan", "static_plan"]
+__all__ = ["first_fit_plan", "first_fit_targets", "greedy_plan", "greedy_targets", "static_plan"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from migplan.planner.assemble import gpu_key
+from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
 from migplan.planner.inventory import GpuState
@@ -22,9 +22,10 @@ def _size(profile: str) -> tuple[int, str]:
     return int(compute), rest
 
 
-def first_fit_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
-    """The first-fit plan."""
-    started = time.monotonic()
+def first_fit_targets(
+    gpus: Sequence[GpuState], demand: Sequence[DemandItem]
+) -> dict[GpuKey, Layout]:
+    """The layouts first-fit changes (never destroys anything)."""
     ordered = sorted(gpus, key=lambda g: (g.node, g.index))
     layouts = {gpu_key(g): g.layout for g in ordered}
     weight = priority_of(demand)
@@ -55,9 +56,13 @@ def first_fit_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Pl
                 break
         else:
             first[profile] = len(ordered)
-    targets: dict[tuple[str, int], Layout] = {
-        gpu_key(g): layouts[gpu_key(g)] for g in ordered if layouts[gpu_key(g)] != g.layout
-    }
+    return {gpu_key(g): layouts[gpu_key(g)] for g in ordered if layouts[gpu_key(g)] != g.layout}
+
+
+def first_fit_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
+    """The first-fit plan."""
+    started = time.monotonic()
+    targets = first_fit_targets(gpus, demand)
     return heuristic_plan(
         method="first-fit",
         gpus=gpus,

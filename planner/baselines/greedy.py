@@ -2,63 +2,67 @@
 documented in shared/reference/peers.md): walk nodes in name order; on each GPU pick the valid
 geometry that keeps every used instance and supplies the most still-missing demand (priority
 weighted), keeping the current geometry on ties; stop when nothing is missing.
+
+The scoring runs over the layout tables (every valid layout as arrays) rather than a Python
+loop per layout; the choice, the first best layout in enumeration order, is the same.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 
-from migplan.planner.assemble import gpu_key
+import numpy as np
+
+from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
-from migplan.planner.catalog import GpuModel
 from migplan.planner.demand import DemandItem
-from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.layout import Layout
 from migplan.planner.plan import Plan
+from migplan.planner.solver.tables import layout_table, mask_of, rows_within
 
 
-@lru_cache(maxsize=256)
-def _layouts(
-    model: GpuModel, names: frozenset[str]
-) -> tuple[tuple[Layout, frozenset[Instance], Counter[str]], ...]:
-    return tuple(
-        (lay, frozenset(lay.instances), lay.profile_counts())
-        for lay in enumerate_layouts(model, profiles=names)
-    )
-
-
-def greedy_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
-    """The nos-style greedy plan (never evicts)."""
-    started = time.monotonic()
+def greedy_targets(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> dict[GpuKey, Layout]:
+    """The layouts the nos-style greedy planner changes (never evicts)."""
     missing = missing_demand(gpus, demand)
     weight = priority_of(demand)
-    targets: dict[tuple[str, int], Layout] = {}
+    targets: dict[GpuKey, Layout] = {}
     for gpu in sorted(gpus, key=lambda g: (g.node, g.index)):
         if not missing:
             break
         if not gpu.mig_enabled and gpu.whole_gpu_pod:
             continue
-        pins = set(gpu.pins)
+        model = gpu.model
         current = gpu.layout.profile_counts()
-        names = set(missing) | set(current)
-        best, best_score = gpu.layout, 0
-        for layout in enumerate_layouts(
-            gpu.model, profiles=names & set(gpu.model.profiles_by_name)
-        ):
-            if not pins <= set(layout.instances):
-                continue
-            gained = layout.profile_counts() - current
-            score = sum(weight(p) * min(n, missing[p]) for p, n in gained.items())
-            if score > best_score:
-                best, best_score = layout, score
-        if best_score:
-            targets[gpu_key(gpu)] = best
-            gained = best.profile_counts() - current
-            missing -= Counter({p: min(n, missing[p]) for p, n in gained.items()})
+        names = (set(missing) | set(current)) & set(model.profiles_by_name)
+        table = layout_table(model, frozenset(names))
+        profiles = sorted(missing)
+        pins = mask_of(model, gpu.pins)
+        rows = rows_within(table, keep=pins, allowed=(1 << 64) - 1)
+        have = np.array([current.get(p, 0) for p in profiles], dtype=np.int64)
+        want = np.array([missing[p] for p in profiles], dtype=np.int64)
+        gained = np.maximum(table.supply(tuple(profiles)) - have, 0)
+        scores = (np.minimum(gained, want) * [weight(p) for p in profiles]).sum(axis=1)
+        scores[~rows] = 0
+        best = int(np.argmax(scores))
+        if scores[best] <= 0:
+            continue
+        layout = table.layouts[best]
+        targets[gpu_key(gpu)] = layout
+        gained_counts = layout.profile_counts() - current
+        for p, n in gained_counts.items():
+            if p in missing:
+                missing[p] -= min(n, missing[p])
+                if not missing[p]:
+                    del missing[p]
+    return targets
+
+
+def greedy_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
+    """The nos-style greedy plan (never evicts)."""
+    started = time.monotonic()
+    targets = greedy_targets(gpus, demand)
     return heuristic_plan(
         method="greedy (nos)",
         gpus=gpus,

@@ -1,23 +1,47 @@
-"""`plan()`: inventory, demand and policy in; a validated-ready Plan out."""
+"""`plan()`: inventory, demand and policy in; a validated-ready Plan out.
+
+The pass, all inside one time limit:
+1. classes of interchangeable GPUs, pools of what changed GPUs can become (`pools.py`);
+2. starting points: keep everything, the nos-style greedy and the first-fit plans;
+3. the CP-SAT stages from the best starting point (`stages.py`);
+4. counts to concrete layouts with the fewest operations (`assign.py`);
+5. the best of the solver's plan and the starting points on the whole lexicographic
+   objective: whatever the limit, the plan is never worse than a baseline.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from migplan.planner.assemble import assemble_plan, gpu_key
+from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
+from migplan.planner.baselines import first_fit_targets, greedy_targets
 from migplan.planner.demand import DemandItem
 from migplan.planner.explain import Explainer
 from migplan.planner.inventory import GpuState
-from migplan.planner.plan import Plan, SolverReport
-from migplan.planner.solver.candidates import candidates_for
+from migplan.planner.layout import Layout
+from migplan.planner.plan import Plan, SolverReport, SolverStage
+from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.classes import group_gpus
-from migplan.planner.solver.mapping import map_to_gpus
-from migplan.planner.solver.model import PlanningModel
+from migplan.planner.solver.hints import hint_from_targets
+from migplan.planner.solver.model import PlanningModel, demand_weight
+from migplan.planner.solver.objective import Score, score
+from migplan.planner.solver.pools import build_pools
 from migplan.planner.solver.stages import solve_stages
 from migplan.planner.spec import Disruption, PolicySpec
 
 SEED = 0
+KEEP = "keep everything"
+SOLVER = "cp-sat"
+Targets = dict[GpuKey, Layout]
+STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Targets]], ...] = (
+    ("greedy (nos)", greedy_targets),
+    ("first-fit", first_fit_targets),
+)
+ASSEMBLY_SHARE = 0.15
+"""Share of the time limit kept back for turning counts into layouts and the plan."""
+
+Progress = Callable[[str], None]
 
 
 def _relevant_profiles(
@@ -30,6 +54,10 @@ def _relevant_profiles(
     return frozenset(relevant)
 
 
+def _quiet(_: str) -> None:
+    pass
+
+
 def plan(
     gpus: Sequence[GpuState],
     demand: Sequence[DemandItem],
@@ -38,46 +66,68 @@ def plan(
     time_limit: float = 10.0,
     workers: int = 1,
     digest: str = "",
+    progress: Progress | None = None,
 ) -> Plan:
     """The best plan for `gpus` under `policy`: most weighted demand met, then fewest
     evictions, GPUs changed and nodes touched, then most free headroom and fewest operations.
 
-    Deterministic for the same input (see `stages.py`). The report says OPTIMAL only when
-    every stage was proven optimal.
+    `time_limit` bounds the whole pass, model building included. Deterministic for the same
+    input and worker count (see `stages.py`). The report says OPTIMAL only when both solver
+    stages were proven optimal, and names the plan the solver started from and the one
+    returned.
     """
     started = time.monotonic()
+    deadline = started + time_limit
+    note = progress or _quiet
+    rebuild = policy.whole_gpu_rebuild
     classes = group_gpus(gpus)
-    relevant = _relevant_profiles(gpus, demand, policy)
-    candidates = [candidates_for(cls, relevant=relevant, policy=policy) for cls in classes]
-    explain = Explainer(gpus=gpus, classes=classes, candidates=candidates, policy=policy)
-    pm = PlanningModel(classes=classes, candidates=candidates, demand=demand, policy=policy).build()
-    result = solve_stages(pm, time_limit=time_limit, workers=workers, seed=SEED)
-    if result.found:
-        targets = map_to_gpus(
-            classes=classes,
-            candidates=candidates,
-            x=result.x,
-            groups=pm.groups,
-            moved=result.moved,
-            touched=result.touched,
-        )
-    else:
-        targets = {gpu_key(g): g.layout for g in gpus}
-    moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
-    explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
-    objective, bound = result.objective, result.bound
-    report = SolverReport(
-        method="cp-sat",
-        status="OPTIMAL" if result.optimal else ("FEASIBLE" if result.found else "UNKNOWN"),
-        objective=objective,
-        bound=bound,
-        gap=abs(bound - objective) / max(1.0, abs(bound)),
-        wall_seconds=time.monotonic() - started,
-        stages=tuple(result.stages),
-        classes=len(classes),
-        variables=pm.variable_count(),
+    relevant = sorted(_relevant_profiles(gpus, demand, policy))
+    note(f"{len(gpus)} GPUs in {len(classes)} classes; enumerating what each can become")
+    pools = build_pools(classes, profiles=relevant, policy=policy)
+    explain = Explainer(gpus=gpus, classes=classes, pools=pools, policy=policy)
+    note(f"{len(pools.pools)} pools, {pools.option_count()} options; building the model")
+    pm = PlanningModel(classes=classes, pools=pools, demand=demand, policy=policy).build()
+
+    keep = {gpu_key(g): g.layout for g in gpus}
+    known: list[tuple[str, Targets, dict[int, int]]] = []
+    for name, targets in ((KEEP, keep), *((n, {**keep, **f(gpus, demand)}) for n, f in STARTS)):
+        hint = hint_from_targets(pm, targets)
+        if hint is not None:
+            known.append((name, targets, hint))
+    scored = [(score(gpus, t, demand, rebuild=rebuild), name, t, h) for name, t, h in known]
+    _, start, _, hint = max(scored, key=lambda s: s[0])
+    note(f"starting from {start}; {pm.variable_count()} variables")
+    built = time.monotonic() - started
+
+    reserve = ASSEMBLY_SHARE * time_limit
+    result = solve_stages(
+        pm,
+        hint=hint,
+        deadline=deadline - reserve,
         workers=workers,
         seed=SEED,
+        progress=note,
+    )
+    note("placing instances on GPUs")
+    solved = map_to_gpus(pm=pm, result=result, policy=policy)
+    # Never worse than where it started: the solver's plan against every starting point.
+    # Ties go to the solver's plan (it comes first and max keeps the first).
+    candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved)]
+    candidates += [(s, name, t) for s, name, t, _ in scored]
+    chosen_score, chosen, targets = max(candidates, key=lambda s: s[0])
+    moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
+    explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
+    report = _report(
+        pm,
+        result_bound=result.bound if result.found else None,
+        chosen_score=chosen_score,
+        optimal=result.optimal,
+        stages=tuple(result.stages),
+        seconds=time.monotonic() - started,
+        workers=workers,
+        build_seconds=built,
+        start=start,
+        chosen=chosen,
     )
     return assemble_plan(
         gpus=gpus,
@@ -85,6 +135,43 @@ def plan(
         demand=demand,
         solver=report,
         digest=digest,
-        rebuild=policy.whole_gpu_rebuild,
+        rebuild=rebuild,
         explain=explain,
+    )
+
+
+def _report(
+    pm: PlanningModel,
+    *,
+    result_bound: float | None,
+    chosen_score: Score,
+    optimal: bool,
+    stages: tuple[SolverStage, ...],
+    seconds: float,
+    workers: int,
+    build_seconds: float,
+    start: str,
+    chosen: str,
+) -> SolverReport:
+    """The solver's figures for the plan returned: its weighted demand met (the first stage),
+    the proven bound (all demand met when the solver proved nothing), and the gap."""
+    objective = float(chosen_score.weighted_met)
+    if result_bound is None:
+        result_bound = float(sum(demand_weight(d) * d.count for d in pm.demand))
+    return SolverReport(
+        method=SOLVER,
+        status="OPTIMAL" if optimal else "FEASIBLE",
+        objective=objective,
+        bound=result_bound,
+        gap=max(result_bound - objective, 0.0) / max(1.0, abs(result_bound)),
+        wall_seconds=seconds,
+        build_seconds=build_seconds,
+        stages=stages,
+        classes=len(pm.classes),
+        pools=len(pm.pools.pools),
+        variables=pm.variable_count(),
+        workers=workers,
+        seed=SEED,
+        started_from=start,
+        chosen=chosen,
     )

@@ -1,33 +1,39 @@
-"""The CP-SAT model: variables, constraints, and the expressions the objective stages use.
+"""The CP-SAT model over classes and pools: variables, constraints, objective expressions.
 
 Variables
-- `x[c][k]`: how many GPUs of class c take candidate layout k (sum over k is the class size).
-- `met[i]`: instances provided for demand item i.
+- `changed[c]`: GPUs of class c that change (the rest keep their layout and its supply);
+- `flow[c][r]`: those that change along route r of the class (into a pool, at an eviction
+  cost per GPU); they add up to `changed[c]`;
+- `take[p][o]`: GPUs of pool p that take option o; they add up to the flows into the pool;
+- `met[i]`: instances provided for demand item i;
 - node groups: nodes with the same number of GPUs of each class are interchangeable; per
   group g, `touched[g]` counts nodes touched and `moved[g][c]` the GPUs of class c changed
   there. A group's changes fit on its touched nodes iff moved[g][c] <= touched[g] * (GPUs of
-  class c per node) and each touched node has a change; `mapping.py` spreads them exactly so.
+  class c per node) and each touched node has a change; `assign.py` spreads them exactly so.
 
-Supply (per profile P, over all classes and candidates)
-- total_P = sum x * instances of P; pins_P = in-use instances of P before the plan.
-- explicit (TOTAL) items of P: sum met <= total_P.
-- pending (FREE) items of P: sum met <= total_P - pins_P (evicted pods are rehosted first, so
-  every in-use instance, kept or evicted, occupies one instance of its profile).
-- with evictions, total_P >= pins_P for every profile in use, so evicted pods have a place.
+Supply (per relevant profile P): what kept GPUs have plus what the options taken supply.
+- explicit (TOTAL) items of P: sum met <= supply_P;
+- pending (FREE) items of P: sum met <= supply_P - pins_P (evicted pods are rehosted first, so
+  every in-use instance, kept or evicted, occupies one instance of its profile);
+- with evictions, supply_P >= pins_P for every profile in use, so evicted pods have a place.
+
+Every sum is built as one `LinearExpr.weighted_sum` over precomputed coefficients.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
 from migplan.planner.demand import DemandItem, DemandKind
-from migplan.planner.solver.candidates import Candidate
 from migplan.planner.solver.classes import GpuClass
+from migplan.planner.solver.pools import PoolSet
 from migplan.planner.spec import Disruption, PolicySpec
+
+Expr = cp_model.LinearExprT
 
 
 @dataclass(frozen=True)
@@ -56,24 +62,38 @@ def demand_weight(item: DemandItem) -> int:
     return item.priority * int(item.profile.split("g.", 1)[0])
 
 
+def _sum(terms: Sequence[tuple[Expr, int]], constant: int = 0) -> Expr:
+    """sum(coefficient * variable) + constant as one expression (0 terms: the constant)."""
+    live = [(v, k) for v, k in terms if k]
+    if not live:
+        return constant
+    variables, coefficients = zip(*live, strict=True)
+    return cp_model.LinearExpr.weighted_sum(list(variables), list(coefficients)) + constant
+
+
 @dataclass
 class PlanningModel:
     """The CP-SAT model of one planning problem and its named objective expressions."""
 
     classes: Sequence[GpuClass]
-    candidates: Sequence[Sequence[Candidate]]
+    pools: PoolSet
     demand: Sequence[DemandItem]
     policy: PolicySpec
     model: cp_model.CpModel = field(default_factory=cp_model.CpModel)
-    x: list[list[cp_model.IntVar]] = field(default_factory=list)
+    changed: list[cp_model.IntVar | None] = field(default_factory=list)
+    flow: list[list[cp_model.IntVar]] = field(default_factory=list)
+    take: list[list[cp_model.IntVar]] = field(default_factory=list)
     met: list[cp_model.IntVar] = field(default_factory=list)
     groups: list[NodeGroup] = field(default_factory=list)
     touched: list[cp_model.IntVar] = field(default_factory=list)
     moved: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
+    pins: Counter[str] = field(default_factory=Counter)
 
     def build(self) -> PlanningModel:
         """Create variables and constraints; returns self."""
+        self.pins = Counter(i.profile for cls in self.classes for i in cls.pins for _ in cls.gpus)
         self._class_variables()
+        self._pool_variables()
         self._node_groups()
         self._supply_and_demand()
         self._limits()
@@ -82,68 +102,96 @@ class PlanningModel:
     # ---- variables ------------------------------------------------------------------------
 
     def _class_variables(self) -> None:
-        for c, (cls, cands) in enumerate(zip(self.classes, self.candidates, strict=True)):
-            row = [self.model.new_int_var(0, cls.size, f"x_{c}_{k}") for k in range(len(cands))]
-            self.model.add(sum(row) == cls.size)
-            self.x.append(row)
+        for c, cls in enumerate(self.classes):
+            routes = self.pools.routes[c]
+            if not routes:
+                self.changed.append(None)
+                self.flow.append([])
+                continue
+            changed = self.model.new_int_var(0, cls.size, f"changed_{c}")
+            if len(routes) == 1:
+                flows = [changed]
+            else:
+                flows = [self.model.new_int_var(0, cls.size, f"flow_{c}_{r}") for r in routes]
+                self.model.add(_sum([(f, 1) for f in flows]) == changed)
+            self.changed.append(changed)
+            self.flow.append(flows)
 
-    def changed(self, c: int) -> cp_model.LinearExprT:
-        """GPUs of class c that change (candidate 0 is the current layout)."""
-        return self.classes[c].size - self.x[c][0]
+    def _pool_variables(self) -> None:
+        inflow: list[list[cp_model.IntVar]] = [[] for _ in self.pools.pools]
+        capacity = [0] * len(self.pools.pools)
+        for c, routes in enumerate(self.pools.routes):
+            for route, f in zip(routes, self.flow[c], strict=True):
+                inflow[route.pool].append(f)
+                capacity[route.pool] += self.classes[c].size
+        for p, pool in enumerate(self.pools.pools):
+            row = [
+                self.model.new_int_var(0, capacity[p], f"take_{p}_{o}") for o in range(len(pool))
+            ]
+            self.model.add(_sum([(v, 1) for v in row]) == _sum([(f, 1) for f in inflow[p]]))
+            self.take.append(row)
 
     def _node_groups(self) -> None:
         self.groups = node_groups(self.classes)
         moved_by_class: dict[int, list[cp_model.IntVar]] = {}
         for g, group in enumerate(self.groups):
+            movable = [(c, n) for c, n in group.per_node if self.changed[c] is not None]
+            if not movable:
+                self.touched.append(self.model.new_constant(0))
+                self.moved.append({})
+                continue
             touched = self.model.new_int_var(0, len(group.nodes), f"touched_{g}")
             moved: dict[int, cp_model.IntVar] = {}
-            for c, per_node in group.per_node:
+            for c, per_node in movable:
                 var = self.model.new_int_var(0, per_node * len(group.nodes), f"moved_{g}_{c}")
                 self.model.add(var <= per_node * touched)
                 moved[c] = var
                 moved_by_class.setdefault(c, []).append(var)
-            self.model.add(sum(moved.values()) >= touched)
+            self.model.add(_sum([(v, 1) for v in moved.values()]) >= touched)
             self.touched.append(touched)
             self.moved.append(moved)
-        for c in range(len(self.classes)):
-            self.model.add(sum(moved_by_class.get(c, [])) == self.changed(c))
+        for c, changed in enumerate(self.changed):
+            if changed is not None:
+                self.model.add(_sum([(v, 1) for v in moved_by_class[c]]) == changed)
 
     # ---- constraints ------------------------------------------------------------------------
 
-    def total(self, profile: str) -> cp_model.LinearExprT:
+    def supply(self, profile: str) -> Expr:
         """Instances of `profile` in the target layouts."""
-        return sum(
-            x * cand.count(profile)
-            for row, cands in zip(self.x, self.candidates, strict=True)
-            for x, cand in zip(row, cands, strict=True)
-            if cand.count(profile)
-        )
-
-    def pinned(self, profile: str) -> int:
-        """In-use instances of `profile` before the plan."""
-        return sum(cls.size * sum(i.profile == profile for i in cls.pins) for cls in self.classes)
+        k = self.pools.profiles.index(profile)
+        constant = 0
+        terms: list[tuple[Expr, int]] = []
+        for c, cls in enumerate(self.classes):
+            have = int(self.pools.keep_supply[c][k])
+            constant += have * cls.size
+            changed = self.changed[c]
+            if changed is not None:
+                terms.append((changed, -have))
+        for pool, row in zip(self.pools.pools, self.take, strict=True):
+            terms += zip(row, pool.supply[:, k].tolist(), strict=True)
+        return _sum(terms, constant)
 
     def _supply_and_demand(self) -> None:
         for n, item in enumerate(self.demand):
             self.met.append(self.model.new_int_var(0, item.count, f"met_{n}"))
-        profiles = sorted({item.profile for item in self.demand})
-        for profile in profiles:
-            total = self.total(profile)
+        # Profiles outside the pools' columns are asked for zero times: nothing to constrain.
+        for profile in sorted({item.profile for item in self.demand} & set(self.pools.profiles)):
+            supply = self.supply(profile)
             for kind in DemandKind:
                 items = [
-                    self.met[n]
+                    (self.met[n], 1)
                     for n, item in enumerate(self.demand)
                     if item.profile == profile and item.kind is kind
                 ]
                 if not items:
                     continue
                 if kind is DemandKind.TOTAL:
-                    self.model.add(sum(items) <= total)
+                    self.model.add(_sum(items) <= supply)
                 else:
-                    self.model.add(sum(items) <= total - self.pinned(profile))
+                    self.model.add(_sum(items) <= supply - self.pins[profile])
         if self.policy.disruption is Disruption.EVICT:
-            for profile in sorted({i.profile for cls in self.classes for i in cls.pins}):
-                self.model.add(self.total(profile) >= self.pinned(profile))
+            for profile in sorted(self.pins):
+                self.model.add(self.supply(profile) >= self.pins[profile])
 
     def _limits(self) -> None:
         if self.policy.max_gpus_changed is not None:
@@ -153,57 +201,67 @@ class PlanningModel:
 
     # ---- objective expressions ----------------------------------------------------------------
 
-    def weighted_met(self) -> cp_model.LinearExprT:
+    def weighted_met(self) -> Expr:
         """Priority-weighted demand met."""
-        return sum(
-            demand_weight(item) * met for item, met in zip(self.demand, self.met, strict=True)
+        return _sum([(m, demand_weight(i)) for i, m in zip(self.demand, self.met, strict=True)])
+
+    def evictions(self) -> Expr:
+        """Pods evicted (in-use instances dropped, whole-GPU pods moved)."""
+        return _sum(
+            [
+                (f, route.evictions)
+                for routes, flows in zip(self.pools.routes, self.flow, strict=True)
+                for route, f in zip(routes, flows, strict=True)
+            ]
         )
 
-    def _per_candidate(self, value: Callable[[Candidate], int]) -> cp_model.LinearExprT:
-        return sum(
-            x * value(cand)
-            for row, cands in zip(self.x, self.candidates, strict=True)
-            for x, cand in zip(row, cands, strict=True)
-            if value(cand)
-        )
-
-    def evictions(self) -> cp_model.LinearExprT:
-        """Pods evicted."""
-        return self._per_candidate(lambda c: c.evictions)
-
-    def gpus_changed(self) -> cp_model.LinearExprT:
+    def gpus_changed(self) -> Expr:
         """GPUs whose layout changes."""
-        return sum(self.changed(c) for c in range(len(self.classes)))
+        return _sum([(v, 1) for v in self.changed if v is not None])
 
-    def nodes_touched(self) -> cp_model.LinearExprT:
+    def nodes_touched(self) -> Expr:
         """Nodes with at least one changed GPU."""
-        return sum(self.touched)
+        return _sum([(v, 1) for v in self.touched])
 
-    def headroom(self) -> cp_model.LinearExprT:
+    def headroom(self) -> Expr:
         """Sum over GPUs of the largest profile still placeable in free slices."""
-        return self._per_candidate(lambda c: c.headroom)
+        constant = 0
+        terms: list[tuple[Expr, int]] = []
+        for c, cls in enumerate(self.classes):
+            constant += self.pools.keep_headroom[c] * cls.size
+            changed = self.changed[c]
+            if changed is not None:
+                terms.append((changed, -self.pools.keep_headroom[c]))
+        for pool, row in zip(self.pools.pools, self.take, strict=True):
+            terms += zip(row, pool.headroom.tolist(), strict=True)
+        return _sum(terms, constant)
 
-    def operations(self) -> cp_model.LinearExprT:
-        """NVML create/destroy steps."""
-        return self._per_candidate(lambda c: c.operations)
+    def created(self) -> Expr:
+        """Instances in the changed GPUs' targets (what the operations stage refines)."""
+        return _sum(
+            [
+                (v, int(size))
+                for pool, row in zip(self.pools.pools, self.take, strict=True)
+                for v, size in zip(row, pool.sizes.tolist(), strict=True)
+            ]
+        )
 
     def max_evictions(self) -> int:
         """Upper bound of `evictions()`."""
-        return self._max_per_class(lambda c: c.evictions)
-
-    def max_operations(self) -> int:
-        """Upper bound of `operations()`."""
-        return self._max_per_class(lambda c: c.operations)
+        return sum(
+            cls.size * max((r.evictions for r in routes), default=0)
+            for cls, routes in zip(self.classes, self.pools.routes, strict=True)
+        )
 
     def max_headroom(self) -> int:
         """Upper bound of `headroom()`."""
-        return self._max_per_class(lambda c: c.headroom)
-
-    def _max_per_class(self, value: Callable[[Candidate], int]) -> int:
         return sum(
-            cls.size * max(value(c) for c in cands)
-            for cls, cands in zip(self.classes, self.candidates, strict=True)
+            cls.size * max(p.compute_slices for p in cls.model.profiles) for cls in self.classes
         )
+
+    def max_created(self) -> int:
+        """Upper bound of `created()`."""
+        return sum(cls.size * cls.model.compute_slices for cls in self.classes)
 
     def gpu_count(self) -> int:
         """GPUs in the model (upper bound of `gpus_changed()`)."""

@@ -1,29 +1,32 @@
-"""The lexicographic objective, solved in two stages.
+"""The lexicographic objective, solved in three CP-SAT stages (operations come after,
+exactly, in `assign.py`).
 
-1. demand met (priority x compute weighted), then fewest evictions, GPUs changed and nodes
-   touched;
-2. most free headroom (largest profile still placeable, summed over GPUs), then fewest NVML
-   operations.
+1. demand met (priority x compute weighted);
+2. fewest evictions, then GPUs changed, then nodes touched;
+3. most free headroom (largest profile still placeable, summed over GPUs), then fewest
+   instances in the changed GPUs' targets (so nothing is created that nobody asked for).
+
+Demand is solved alone: its LP relaxation is tight and its coefficients small, so CP-SAT
+proves it in about a second on 8,000 fragmented GPUs, where the same criterion combined with
+the disruption ones (weights up to 1e11) made no progress in 10 s.
 
 Inside a stage the criteria are combined with weights that provably separate them: a
 criterion's weight exceeds the largest possible total of everything after it, so one unit of
-it outweighs any change below it and the order stays exactly lexicographic. Stage 2 fixes
-stage 1's value (equal when proven optimal, otherwise no worse) and starts from its complete
-solution as a hint. Solving demand and churn together is much faster than one stage per
-criterion: on the 8,000-GPU benchmark the combined stage is proven optimal in about 1.5 s,
-while the separate GPUs-changed and nodes-touched stages took 3 s and 6 s each.
+it outweighs any change below it and the order stays exactly lexicographic. Stage 1 starts
+from the best complete plan known before the solve (keep everything, or a baseline's plan):
+CP-SAT then only ever improves on it, so no time limit can make it return less. Stage 2 fixes
+stage 1's value (equal when proven optimal, otherwise no worse) and starts from its solution.
 
 Determinism: a fixed seed, a deterministic time limit per stage, and with several workers
-CP-SAT's interleaved search, which makes parallel runs repeatable. A wall-clock limit guards
-the whole solve; if it ever cuts a stage short the result can differ between runs, and the
-report says FEASIBLE rather than OPTIMAL.
+CP-SAT's interleaved search, which makes parallel runs repeatable. A wall-clock deadline
+guards the whole pass; if it cuts a stage short the report says FEASIBLE, not OPTIMAL.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
@@ -31,6 +34,7 @@ from migplan.planner.plan import SolverStage
 from migplan.planner.solver.model import PlanningModel
 
 Expression = Callable[[PlanningModel], cp_model.LinearExprT]
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -44,35 +48,40 @@ class Criterion:
 
 
 STAGES: tuple[tuple[Criterion, ...], ...] = (
+    (Criterion("demand met", "max", PlanningModel.weighted_met, lambda pm: 0),),
     (
-        Criterion("demand met", "max", PlanningModel.weighted_met, lambda pm: 0),
         Criterion("evictions", "min", PlanningModel.evictions, PlanningModel.max_evictions),
         Criterion("gpus changed", "min", PlanningModel.gpus_changed, PlanningModel.gpu_count),
         Criterion("nodes touched", "min", PlanningModel.nodes_touched, PlanningModel.node_count),
     ),
     (
         Criterion("free headroom", "max", PlanningModel.headroom, PlanningModel.max_headroom),
-        Criterion("operations", "min", PlanningModel.operations, PlanningModel.max_operations),
+        Criterion("instances", "min", PlanningModel.created, PlanningModel.max_created),
     ),
 )
 DETERMINISTIC_SECONDS_PER_WALL_SECOND = 1.0
+INTERLEAVE = False
 
 
 @dataclass
 class StagedResult:
-    """Values of the variables after the last stage that found a solution."""
+    """Variable values after the last stage that found a solution."""
 
-    x: list[list[int]]
-    moved: list[dict[int, int]]
-    touched: list[int]
-    stages: list[SolverStage]
-    optimal: bool
-    found: bool
+    values: dict[int, int] = field(default_factory=dict)
+    """Proto variable index -> value."""
+    stages: list[SolverStage] = field(default_factory=list)
+    optimal: bool = True
+    found: bool = False
     objective: float = 0.0
     bound: float = 0.0
+    """Stage 1's combined objective and its proven bound."""
+
+    def value(self, var: cp_model.IntVar | None) -> int:
+        """The value of `var` (0 for a class that cannot change)."""
+        return 0 if var is None else self.values[var.index]
 
 
-def _combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.LinearExprT:
+def combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.LinearExprT:
     """Criteria in priority order as one expression to maximise, with separating weights."""
     expressions: list[cp_model.LinearExprT] = []
     weights: list[int] = []
@@ -86,40 +95,48 @@ def _combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.Li
     return cp_model.LinearExpr.weighted_sum(expressions, weights)
 
 
-def _solver(left: float, workers: int, seed: int, *, probing: bool) -> cp_model.CpSolver:
+def _solver(left: float, workers: int, seed: int) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
-    solver.parameters.interleave_search = workers > 1
+    solver.parameters.interleave_search = workers > 1 and INTERLEAVE
     solver.parameters.max_time_in_seconds = left
     solver.parameters.max_deterministic_time = left * DETERMINISTIC_SECONDS_PER_WALL_SECOND
     # The deeper LP relaxation proves the disruption and free-capacity stages in seconds
     # where the default level stalls without a bound (measured with bench/planner.py).
     solver.parameters.linearization_level = 2
-    if not probing:
-        # In stage 2 probing costs more than it saves (3.9 s -> 2.3 s to the same proof on
-        # the benchmark fleet); stage 1 is faster with it (1.5 s against 2.4 s).
-        solver.parameters.cp_model_probing_level = 0
+    # The hint is complete and feasible, so CP-SAT takes it as its first solution at once; a
+    # search that follows it further only delays the real one (19 s on the 8,000-GPU
+    # fragmented benchmark with evictions, where presolve took 3 s).
+    solver.parameters.hint_conflict_limit = 0
+    solver.parameters.cp_model_probing_level = 0
     return solver
 
 
-def _hint(model: cp_model.CpModel, solution: list[int]) -> None:
-    """Hint every variable with a complete solution, so the next stage starts feasible."""
+def _hint(model: cp_model.CpModel, values: Mapping[int, int]) -> None:
+    """Hint every variable, so the stage starts from a complete, feasible solution."""
     model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools lacks a type hint here
-    for index, value in enumerate(solution):
-        model.add_hint(model.get_int_var_from_proto_index(index), value)
+    for index in range(len(model.proto.variables)):
+        model.add_hint(model.get_int_var_from_proto_index(index), values.get(index, 0))
 
 
-def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: int) -> StagedResult:
-    """Solve the stages in order within `time_limit` wall seconds."""
-    deadline = time.monotonic() + time_limit
-    result = StagedResult(x=[], moved=[], touched=[], stages=[], optimal=True, found=False)
+def solve_stages(
+    pm: PlanningModel,
+    *,
+    hint: Mapping[int, int],
+    deadline: float,
+    workers: int,
+    seed: int,
+    progress: Progress | None = None,
+) -> StagedResult:
+    """Solve the stages in order until `deadline` (time.monotonic()), starting from `hint`."""
+    result = StagedResult(values=dict(hint))
     for n, criteria in enumerate(STAGES):
         left = deadline - time.monotonic()
         if left <= 0:
             result.optimal = False
             break
-        expr = _combined(pm, criteria)
+        expr = combined(pm, criteria)
         if isinstance(expr, int):  # nothing to choose
             result.stages += [
                 SolverStage(
@@ -128,22 +145,25 @@ def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: in
                 for c in criteria
             ]
             continue
+        if progress:
+            progress(f"solving stage {n + 1} ({', '.join(c.name for c in criteria)})")
         pm.model.maximize(expr)
-        solver = _solver(left, workers, seed, probing=n == 0)
+        _hint(pm.model, result.values)
+        solver = _solver(left, workers, seed)
         started = time.monotonic()
         status = solver.solve(pm.model)
         seconds = time.monotonic() - started
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"planner bug: CP-SAT says the model is invalid (stage {n + 1})")
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            # Stage 1 always has a solution (keep every layout); later stages start from
-            # the previous one, so only a time-out lands here.
+            # The hint is a feasible solution, so only a deadline too close to load it ends
+            # here: the hint stands, unproven.
             result.optimal = False
             result.stages.append(
                 SolverStage(
                     name=criteria[0].name,
                     sense=criteria[0].sense,
-                    status=solver.status_name(status),
+                    status="NOT REACHED",
                     value=0.0,
                     bound=None,
                     seconds=seconds,
@@ -167,12 +187,9 @@ def solve_stages(pm: PlanningModel, *, time_limit: float, workers: int, seed: in
                     seconds=seconds if k == 0 else 0.0,
                 )
             )
-        result.x = [[solver.value(v) for v in row] for row in pm.x]
-        result.moved = [{c: solver.value(v) for c, v in moved.items()} for moved in pm.moved]
-        result.touched = [solver.value(v) for v in pm.touched]
+        result.values = dict(enumerate(solver.response_proto.solution))
         result.found = True
         fixed = round(solver.objective_value)
         pm.model.add(expr == fixed if proven else expr >= fixed)
-        _hint(pm.model, list(solver.response_proto.solution))
     result.optimal = result.optimal and result.found
     return result

@@ -58,7 +58,9 @@ def test_preview_is_deterministic_and_yaml_matches_json(capsys) -> None:
 
     def stable(doc):
         doc["solver"] = {
-            k: v for k, v in doc["solver"].items() if k not in ("wallSeconds", "stages")
+            k: v
+            for k, v in doc["solver"].items()
+            if k not in ("wallSeconds", "buildSeconds", "stages")
         }
         return doc
 

@@ -1,0 +1,60 @@
+"""The lexicographic objective measured on concrete target layouts, for any plan.
+
+The solver optimises it over counts; this scores finished targets the same way, so the plan
+the solver makes and the plans it started from (keep everything, the baselines) can be
+compared, and the better one returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from migplan.planner.assemble import GpuKey, allocate, gpu_key, supply_of
+from migplan.planner.demand import DemandItem
+from migplan.planner.diff import operations, removed_instances
+from migplan.planner.inventory import GpuState
+from migplan.planner.layout import Layout
+from migplan.planner.solver.model import demand_weight
+from migplan.planner.solver.tables import headroom
+
+
+class Score(NamedTuple):
+    """A plan's criteria in priority order, each as a number where larger is better."""
+
+    weighted_met: int
+    evictions: int
+    """Negated: pods evicted."""
+    gpus_changed: int
+    """Negated."""
+    nodes_touched: int
+    """Negated."""
+    headroom: int
+    operations: int
+    """Negated."""
+
+
+def score(
+    gpus: Sequence[GpuState],
+    targets: Mapping[GpuKey, Layout],
+    demand: Sequence[DemandItem],
+    *,
+    rebuild: bool = False,
+) -> Score:
+    """The criteria of the plan taking every GPU to its layout in `targets`."""
+    met = allocate(demand, supply_of(gpus, targets, rebuild=rebuild))
+    evictions = changed = room = steps = 0
+    nodes: set[str] = set()
+    for gpu in gpus:
+        after = targets[gpu_key(gpu)]
+        ops = operations(gpu.layout, after, mig_enabled=gpu.mig_enabled, rebuild=rebuild)
+        room += headroom(gpu.model, after)
+        if not ops:
+            continue
+        removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
+        evictions += sum(1 for i in gpu.pins if i in removed) + (1 if gpu.whole_gpu_pod else 0)
+        changed += 1
+        nodes.add(gpu.node)
+        steps += len(ops)
+    weighted = sum(n * demand_weight(item) for n, item in zip(met, demand, strict=True))
+    return Score(weighted, -evictions, -changed, -len(nodes), room, -steps)

@@ -1,0 +1,183 @@
+"""Pools: what a GPU that changes can become, shared by every GPU that keeps the same instances.
+
+For the planner's criteria a changed GPU's target matters through its supply (instances of
+each relevant profile), the evictions it costs, its free headroom and its size. Which targets
+a GPU can reach depends on its model, the in-use instances it keeps and the current instances
+of profiles that may not be created anew — not on the rest of its current layout, which is
+free and may go. So the options are enumerated once per *pool* (model, kept instances,
+instances it may keep), and a GPU class reaches pools along *routes*: under policy `none` the
+one pool that keeps all its in-use instances; under `evict` one pool per subset it keeps, at
+one eviction per instance dropped; with whole-GPU rebuilds the pool that keeps nothing.
+
+On a busy, fragmented fleet nearly every GPU is a class of its own, but the pools are far
+fewer and each holds only the options no other option beats (more of every profile, more
+headroom, fewer instances): the solver's size follows the decision, not the GPU count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from migplan.planner.catalog import GpuModel
+from migplan.planner.layout import Instance, Layout
+from migplan.planner.solver.classes import GpuClass
+from migplan.planner.solver.tables import (
+    IntArray,
+    headroom,
+    layout_table,
+    mask_of,
+    profile_mask,
+    rows_within,
+)
+from migplan.planner.spec import Disruption, PolicySpec
+
+
+def allowed_new_profiles(model: GpuModel, policy: PolicySpec) -> frozenset[str]:
+    """Profiles new instances may use on `model` under `policy`."""
+    allowed = policy.allowed_profiles.get(model.model)
+    names = {p.name for p in model.profiles}
+    return frozenset(names if allowed is None else names & set(allowed))
+
+
+@dataclass(frozen=True, order=True)
+class PoolKey:
+    """What GPUs of one pool share."""
+
+    model: str
+    kept: tuple[Instance, ...]
+    """In-use instances every target keeps."""
+    may_keep: tuple[Instance, ...]
+    """Free current instances of profiles that may not be created anew (targets may keep them)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Pool:
+    """The options of one pool: rows of supply, headroom and size, none beaten by another."""
+
+    key: PoolKey
+    model: GpuModel
+    supply: IntArray
+    """Instances per option (rows) and relevant profile (columns)."""
+    headroom: IntArray
+    sizes: IntArray
+
+    def __len__(self) -> int:
+        return len(self.headroom)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A way for GPUs of a class to change: into `pool`, evicting `evictions` pods per GPU."""
+
+    pool: int
+    evictions: int
+
+
+@dataclass
+class PoolSet:
+    """Pools, the routes of every class into them, and what each class supplies if kept."""
+
+    profiles: tuple[str, ...]
+    """The relevant profiles: columns of every supply array."""
+    pools: list[Pool] = field(default_factory=list)
+    routes: list[list[Route]] = field(default_factory=list)
+    keep_supply: list[IntArray] = field(default_factory=list)
+    keep_headroom: list[int] = field(default_factory=list)
+
+    def most(self, c: int, profile: str) -> int:
+        """Most instances of `profile` a GPU of class `c` can hold."""
+        k = self.profiles.index(profile)
+        reachable = [int(self.pools[r.pool].supply[:, k].max()) for r in self.routes[c]]
+        return max([int(self.keep_supply[c][k]), *reachable])
+
+    def option_count(self) -> int:
+        """Options over all pools."""
+        return sum(len(p) for p in self.pools)
+
+
+def supply_of_layout(layout: Layout, profiles: Sequence[str]) -> IntArray:
+    """Instances of each of `profiles` in `layout`."""
+    counts = layout.profile_counts()
+    return np.array([counts.get(p, 0) for p in profiles], dtype=np.int64)
+
+
+def _pareto(values: IntArray) -> IntArray:
+    """Indices of the rows no other row matches or beats in every column (columns: larger is
+    better), in row order; duplicates keep their first row."""
+    _, first = np.unique(values, axis=0, return_index=True)
+    rows = np.sort(first)
+    unique = values[rows]
+    at_least = (unique[:, None, :] >= unique[None, :, :]).all(axis=-1)
+    better = (unique[:, None, :] > unique[None, :, :]).any(axis=-1)
+    dominated = (at_least & better).any(axis=0)
+    return np.asarray(rows[~dominated])
+
+
+def _options(model: GpuModel, key: PoolKey, new: frozenset[str], profiles: tuple[str, ...]) -> Pool:
+    names = new | {i.profile for i in key.kept} | {i.profile for i in key.may_keep}
+    table = layout_table(model, frozenset(names))
+    kept = mask_of(model, key.kept)
+    allowed = profile_mask(model, new) | kept | mask_of(model, key.may_keep)
+    rows = np.flatnonzero(rows_within(table, keep=kept, allowed=allowed))
+    supply = table.supply(profiles)[rows]
+    values = np.column_stack([supply, table.headroom[rows], -table.sizes[rows]])
+    best = rows[_pareto(values)]
+    return Pool(
+        key=key,
+        model=model,
+        supply=table.supply(profiles)[best],
+        headroom=table.headroom[best],
+        sizes=table.sizes[best],
+    )
+
+
+def _routes(
+    cls: GpuClass, *, new: frozenset[str], relevant: frozenset[str], policy: PolicySpec
+) -> list[tuple[PoolKey, int]]:
+    """(pool, evictions per GPU) for every way GPUs of `cls` may change."""
+    may_evict = policy.disruption is Disruption.EVICT
+    model = cls.model.model
+    if cls.whole_gpu_used:
+        return [(PoolKey(model, (), ()), 1)] if may_evict else []
+    pins = tuple(sorted(cls.pins))
+    free = [i for i in cls.current.instances if i not in cls.pins]
+    if policy.whole_gpu_rebuild:
+        # Every instance is destroyed and made again, so every pod on the GPU is evicted.
+        if pins and not may_evict:
+            return []
+        recreatable = tuple(i for i in cls.current.instances if i.profile in relevant - new)
+        return [(PoolKey(model, (), recreatable), len(pins))]
+    # Free instances of other profiles add no supply: targets need not keep them.
+    may_keep = tuple(i for i in free if i.profile in relevant - new)
+    if not may_evict:
+        return [(PoolKey(model, pins, may_keep), 0)]
+    return [
+        (PoolKey(model, kept, may_keep), len(pins) - size)
+        for size in range(len(pins), -1, -1)
+        for kept in combinations(pins, size)
+    ]
+
+
+def build_pools(
+    classes: Sequence[GpuClass], *, profiles: Sequence[str], policy: PolicySpec
+) -> PoolSet:
+    """Pools and routes for `classes`; supply is counted for `profiles`."""
+    result = PoolSet(profiles=tuple(profiles))
+    index: dict[PoolKey, int] = {}
+    relevant = frozenset(profiles)
+    for cls in classes:
+        new = allowed_new_profiles(cls.model, policy) & set(profiles)
+        routes = []
+        for key, evictions in _routes(cls, new=new, relevant=relevant, policy=policy):
+            if key not in index:
+                index[key] = len(result.pools)
+                result.pools.append(_options(cls.model, key, new, result.profiles))
+            routes.append(Route(pool=index[key], evictions=evictions))
+        result.routes.append(routes)
+        result.keep_supply.append(supply_of_layout(cls.current, result.profiles))
+        result.keep_headroom.append(headroom(cls.model, cls.current))
+    return result
