@@ -146,6 +146,12 @@ class GpuModel(CamelModel):
     sources: tuple[Source, ...] = ()
     notes: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:
+        # The planner's caches key on models thousands of times a pass; pydantic's frozen
+        # hash walks every profile each time. Equal models have equal keys, so this agrees
+        # with equality.
+        return hash(self.model)
+
     @model_validator(mode="after")
     def _profiles_fit_the_gpu(self) -> Self:
         names = [p.name for p in self.profiles]

@@ -5,6 +5,7 @@ The same function serves the offline preview and the operator, so both see ident
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from migplan.planner.assemble import input_hash
@@ -52,12 +53,18 @@ def check_policy(policy: PolicySpec, catalog: Catalog) -> None:
                 raise MigplanInputError(f"spec.policy.allowedProfiles: {exc}") from None
 
 
-def plan_fleet(manifest: GPUPartitionPlan, inventory: Inventory, catalog: Catalog) -> PlanOutcome:
+def plan_fleet(
+    manifest: GPUPartitionPlan,
+    inventory: Inventory,
+    catalog: Catalog,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> PlanOutcome:
     """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
 
     The mig-manager actuator rebuilds whole GPUs, so the policy is tightened to say so.
     Raises MigplanInputError for bad inputs and InvalidPlanError if the plan fails validation
-    (which would be a planner bug).
+    (which would be a planner bug). `progress` hears what a long pass is doing.
     """
     spec = manifest.spec
     policy = spec.policy
@@ -72,7 +79,9 @@ def plan_fleet(manifest: GPUPartitionPlan, inventory: Inventory, catalog: Catalo
         demand,
         policy,
         time_limit=spec.solver.time_limit_seconds,
-        workers=spec.solver.workers,
+        workers=spec.solver.resolved_workers(),
+        deterministic=spec.solver.deterministic,
+        progress=progress,
         digest=input_hash(spec, scope),
     )
     validate(result, gpus, demand, policy)

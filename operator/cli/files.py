@@ -12,6 +12,10 @@ from migplan.planner.inventory import Inventory
 from migplan.planner.schema import parse_model
 from migplan.planner.spec import GPUPartitionPlan
 
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it: 10,000-node inventories spent 19 of
+26 s in the pure-Python parser. Both construct only plain YAML types."""
+
 
 def read_yaml_documents(path: Path) -> list[Any]:
     """Every YAML document in `path` (empty documents skipped)."""
@@ -22,7 +26,7 @@ def read_yaml_documents(path: Path) -> list[Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise MigplanInputError(f"{path}: cannot read: {exc}") from None
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

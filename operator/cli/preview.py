@@ -16,6 +16,7 @@ from rich.text import Text
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
+from migplan.operator.cli.progress import StderrProgress
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import Inventory
@@ -104,9 +105,11 @@ def _print_solver(out: Console, plan: Plan) -> None:
     s = plan.solver
     out.print(
         Text(
-            f"Solver: {s.method} {s.status} in {s.wall_seconds:.2f} s; {s.classes} GPU classes,"
-            f" {s.variables} variables, {s.workers} worker(s), seed {s.seed}; first-stage "
-            f"objective {s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
+            f"Solver: {s.method} {s.status} in {s.wall_seconds:.2f} s (model "
+            f"{s.build_seconds:.2f} s); {s.classes} GPU classes, {s.pools} pools, "
+            f"{s.variables} variables, {s.workers} worker(s), seed {s.seed}; started from "
+            f"{s.started_from}, returned {s.chosen}'s plan; demand met (weighted) "
+            f"{s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
         )
     )
     table = Table(show_edge=False)
@@ -202,9 +205,14 @@ def preview(
     and the solver's figures. -o json / -o yaml print the whole plan as one document.
     """
     cli = state(ctx)
-    manifest = load_plan_manifest(plan_file)
-    inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
-    outcome = plan_fleet(manifest, inventory, cli.catalog)
+    with StderrProgress() as progress:
+        progress(f"reading {plan_file}")
+        manifest = load_plan_manifest(plan_file)
+        progress(f"reading {cluster}" if cluster else "reading the live cluster")
+        inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
+        progress("checking the inventory")
+        outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress)
+        progress("writing the plan")
     if html is not None:
         from migplan.operator.cli.html_report import render_report
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
@@ -15,6 +16,9 @@ from migplan.planner.demand import DemandItem
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Instance, Layout, is_valid
 from migplan.planner.plan import Plan
+
+_valid = lru_cache(maxsize=65536)(is_valid)
+"""The same layouts come up on GPU after GPU."""
 
 
 def _size(profile: str) -> tuple[int, str]:
@@ -47,7 +51,7 @@ def first_fit_targets(
                 (
                     layout.with_instance(Instance(s, profile))
                     for s in gpu.model.profile(profile).starts
-                    if is_valid(gpu.model, layout.with_instance(Instance(s, profile)))
+                    if _valid(gpu.model, layout.with_instance(Instance(s, profile)))
                 ),
                 None,
             )

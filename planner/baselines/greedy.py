@@ -20,7 +20,7 @@ from migplan.planner.demand import DemandItem
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
 from migplan.planner.plan import Plan
-from migplan.planner.solver.tables import layout_table, mask_of, rows_within
+from migplan.planner.tables import layout_table, mask_of, rows_within
 
 
 def greedy_targets(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> dict[GpuKey, Layout]:

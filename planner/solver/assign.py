@@ -27,8 +27,8 @@ from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.model import NodeGroup, PlanningModel
 from migplan.planner.solver.pools import Pool, allowed_new_profiles
 from migplan.planner.solver.stages import StagedResult
-from migplan.planner.solver.tables import layout_table, mask_of, profile_mask, rows_within
 from migplan.planner.spec import PolicySpec
+from migplan.planner.tables import layout_table, mask_of, profile_mask, rows_within
 
 
 @dataclass(frozen=True)

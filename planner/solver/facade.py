@@ -65,6 +65,7 @@ def plan(
     *,
     time_limit: float = 10.0,
     workers: int = 1,
+    deterministic: bool = True,
     digest: str = "",
     progress: Progress | None = None,
 ) -> Plan:
@@ -72,9 +73,9 @@ def plan(
     evictions, GPUs changed and nodes touched, then most free headroom and fewest operations.
 
     `time_limit` bounds the whole pass, model building included. Deterministic for the same
-    input and worker count (see `stages.py`). The report says OPTIMAL only when both solver
-    stages were proven optimal, and names the plan the solver started from and the one
-    returned.
+    input and worker count unless `deterministic` is off (see `stages.py`). The report says
+    OPTIMAL only when every solver stage was proven optimal, and names the plan the solver
+    started from and the one returned.
     """
     started = time.monotonic()
     deadline = started + time_limit
@@ -105,6 +106,7 @@ def plan(
         hint=hint,
         deadline=deadline - reserve,
         workers=workers,
+        interleave=deterministic,
         seed=SEED,
         progress=note,
     )

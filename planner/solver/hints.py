@@ -20,8 +20,8 @@ from migplan.planner.demand import DemandKind
 from migplan.planner.layout import Layout
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.pools import supply_of_layout
-from migplan.planner.solver.tables import headroom
 from migplan.planner.spec import Disruption
+from migplan.planner.tables import headroom
 
 
 def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] | None:

@@ -16,7 +16,7 @@ from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
 from migplan.planner.solver.model import demand_weight
-from migplan.planner.solver.tables import headroom
+from migplan.planner.tables import headroom
 
 
 class Score(NamedTuple):

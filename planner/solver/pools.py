@@ -25,7 +25,8 @@ import numpy as np
 from migplan.planner.catalog import GpuModel
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.solver.classes import GpuClass
-from migplan.planner.solver.tables import (
+from migplan.planner.spec import Disruption, PolicySpec
+from migplan.planner.tables import (
     IntArray,
     headroom,
     layout_table,
@@ -33,7 +34,6 @@ from migplan.planner.solver.tables import (
     profile_mask,
     rows_within,
 )
-from migplan.planner.spec import Disruption, PolicySpec
 
 
 def allowed_new_profiles(model: GpuModel, policy: PolicySpec) -> frozenset[str]:

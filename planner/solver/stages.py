@@ -18,7 +18,8 @@ CP-SAT then only ever improves on it, so no time limit can make it return less. 
 stage 1's value (equal when proven optimal, otherwise no worse) and starts from its solution.
 
 Determinism: a fixed seed, a deterministic time limit per stage, and with several workers
-CP-SAT's interleaved search, which makes parallel runs repeatable. A wall-clock deadline
+CP-SAT's interleaved search, which makes parallel runs repeatable (optional: a free portfolio
+is stronger on many cores, not repeatable). A wall-clock deadline
 guards the whole pass; if it cuts a stage short the report says FEASIBLE, not OPTIMAL.
 """
 
@@ -60,7 +61,6 @@ STAGES: tuple[tuple[Criterion, ...], ...] = (
     ),
 )
 DETERMINISTIC_SECONDS_PER_WALL_SECOND = 1.0
-INTERLEAVE = False
 
 
 @dataclass
@@ -68,7 +68,7 @@ class StagedResult:
     """Variable values after the last stage that found a solution."""
 
     values: dict[int, int] = field(default_factory=dict)
-    """Proto variable index -> value."""
+    """Proto variable index -> value (variables left out are 0, as in a hint)."""
     stages: list[SolverStage] = field(default_factory=list)
     optimal: bool = True
     found: bool = False
@@ -78,7 +78,7 @@ class StagedResult:
 
     def value(self, var: cp_model.IntVar | None) -> int:
         """The value of `var` (0 for a class that cannot change)."""
-        return 0 if var is None else self.values[var.index]
+        return 0 if var is None else self.values.get(var.index, 0)
 
 
 def combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.LinearExprT:
@@ -95,11 +95,11 @@ def combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.Lin
     return cp_model.LinearExpr.weighted_sum(expressions, weights)
 
 
-def _solver(left: float, workers: int, seed: int) -> cp_model.CpSolver:
+def _solver(left: float, workers: int, seed: int, *, interleave: bool) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
-    solver.parameters.interleave_search = workers > 1 and INTERLEAVE
+    solver.parameters.interleave_search = workers > 1 and interleave
     solver.parameters.max_time_in_seconds = left
     solver.parameters.max_deterministic_time = left * DETERMINISTIC_SECONDS_PER_WALL_SECOND
     # The deeper LP relaxation proves the disruption and free-capacity stages in seconds
@@ -127,6 +127,7 @@ def solve_stages(
     deadline: float,
     workers: int,
     seed: int,
+    interleave: bool = True,
     progress: Progress | None = None,
 ) -> StagedResult:
     """Solve the stages in order until `deadline` (time.monotonic()), starting from `hint`."""
@@ -149,7 +150,7 @@ def solve_stages(
             progress(f"solving stage {n + 1} ({', '.join(c.name for c in criteria)})")
         pm.model.maximize(expr)
         _hint(pm.model, result.values)
-        solver = _solver(left, workers, seed)
+        solver = _solver(left, workers, seed, interleave=interleave)
         started = time.monotonic()
         status = solver.solve(pm.model)
         seconds = time.monotonic() - started

@@ -169,3 +169,65 @@ def test_same_input_same_plan(gpu, want, workers) -> None:
         assert again.gpus == first.gpus
         assert again.demand == first.demand
     assert first.solver.status == "OPTIMAL"
+
+
+def test_gpus_keeping_the_same_instances_share_one_pool(gpu, want) -> None:
+    # Eight GPUs, eight different free layouts: eight classes, but whatever they become
+    # depends only on what they keep (nothing), so the options are enumerated once.
+    layouts = [
+        "-",
+        "1g.10gb@0",
+        "2g.20gb@0",
+        "3g.40gb@0",
+        "4g.40gb@0",
+        "7g.80gb@0",
+        "3g.40gb@0+3g.40gb@4",
+        "1g.10gb@6",
+    ]
+    gpus = [gpu("H100-80GB", lay, node=f"n{k}") for k, lay in enumerate(layouts)]
+    result = solve(gpus, [want("1g.10gb", 20), want("3g.40gb", 2)])
+    assert result.solver.classes == 8
+    assert result.solver.pools == 1
+    assert result.solver.status == "OPTIMAL"
+    assert result.summary.met == 22
+
+
+def test_evictions_route_through_the_pool_of_what_stays(gpu, want) -> None:
+    # Under evict a GPU may keep any subset of its in-use instances. The 3g fits nowhere
+    # as things are; dropping GPU 0's small pod (rehosted on GPU 1's free 1g) makes room.
+    gpus = [
+        gpu("H100-80GB", "4g.40gb@0+1g.10gb@4", pins={"4g.40gb@0": "ns/big", "1g.10gb@4": "ns/s"}),
+        gpu(
+            "H100-80GB",
+            "3g.40gb@0+1g.10gb@4+1g.10gb@5+1g.10gb@6",
+            node="node-2",
+            pins={"3g.40gb@0": "ns/other", "1g.10gb@4": "ns/other-small"},
+        ),
+    ]
+    result = solve(gpus, [want("3g.40gb", 1, priority=5)], EVICT)
+    assert result.summary.met == 1
+    assert result.summary.evictions == 1
+    assert result.gpus[0].evict == ("ns/s",)
+    assert result.gpus[0].after == "4g.40gb@0+3g.40gb@4"
+    assert result.gpus[1].after == "3g.40gb@0+1g.10gb@4+1g.10gb@5+1g.10gb@6"
+    # each GPU keeps both, one or none of its two in-use instances: 4 + 4 pools, of which
+    # "keeps nothing" and "keeps only 1g.10gb@4" are the same for both GPUs
+    assert result.solver.pools == 6
+
+
+def test_report_names_the_starting_plan_and_the_plan_returned(gpu, want) -> None:
+    gpus = [gpu("A100-40GB", "3g.20gb@0", pins={"3g.20gb@0": "ns/a"}), gpu("A100-40GB", node="b")]
+    result = solve(gpus, [want("2g.10gb", 3)])
+    assert result.solver.started_from in ("keep everything", "greedy (nos)", "first-fit")
+    assert result.solver.chosen == "cp-sat"
+    assert result.solver.bound == result.solver.objective
+    assert result.solver.gap == 0.0
+
+
+def test_a_time_limit_too_short_to_solve_returns_the_best_starting_plan(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", node=f"n{k}") for k in range(4)]
+    result = solve(gpus, [want("3g.40gb", 8)], time_limit=1e-9)
+    assert result.solver.status == "FEASIBLE"
+    assert result.summary.met == 8  # greedy and first-fit both find it
+    assert result.solver.stages == ()  # no stage ran: the plan is the starting one, placed
+    assert result.solver.gap == 0.0  # met everything: the trivial bound is reached

@@ -1,0 +1,29 @@
+"""Progress lines on stderr for long planning passes only."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from migplan.operator.cli.progress import StderrProgress
+
+
+def test_a_short_pass_prints_nothing() -> None:
+    out = io.StringIO()
+    with StderrProgress(stream=out, quiet=5.0) as progress:
+        progress("reading")
+        progress("solving")
+    assert out.getvalue() == ""
+
+
+def test_a_long_pass_prints_the_step_under_way_then_each_next_step() -> None:
+    out = io.StringIO()
+    with StderrProgress(stream=out, quiet=0.05) as progress:
+        progress("reading")
+        progress("solving stage 1")
+        time.sleep(0.2)
+        progress("solving stage 2")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("migplan: [") and lines[0].endswith("] solving stage 1")
+    assert lines[1].endswith("] solving stage 2")
