@@ -25,5 +25,6 @@ def test_a_long_pass_prints_the_step_under_way_then_each_next_step() -> None:
         progress("solving stage 2")
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("migplan: [") and lines[0].endswith("] solving stage 1")
+    assert lines[0].startswith("migplan: [")
+    assert lines[0].endswith("] solving stage 1")
     assert lines[1].endswith("] solving stage 2")
