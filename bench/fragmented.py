@@ -1,0 +1,259 @@
+"""Fragmented-fleet benchmark: busy fleets where almost every GPU differs (issue #11).
+
+Each scenario is an inventory and a plan file (bench/scenarios.py `fragmented`): 85 % of the
+GPUs hold an assorted maximal layout, half of those instances run pods, every node has
+pending single-instance pods over nine profiles plus one explicit demand row. Families:
+- sizes 50 / 250 / 1,000 nodes x 8 GPUs (A100-40GB and H100-80GB), policies none and evict,
+  over-demand (12 pods per node: more than fits) and under-demand (3 per node);
+- a three-model mix (A100-40GB, H100-80GB, H200-141GB), over-demand, both policies.
+
+Per scenario: `migplan preview PLAN --cluster INV -o json` runs as a child process, as a user
+would, for the wall time and peak RSS; the plan it prints gives the solver's figures. The
+nos-style greedy, first-fit and static-geometry baselines run on the same input in this
+process. "never worse" checks migplan's plan against each baseline on the whole lexicographic
+objective (demand, evictions, GPUs changed, nodes touched, headroom, operations).
+
+    .venv/bin/python bench/fragmented.py [--quick] [--json PATH] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scenarios
+
+from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
+from migplan.planner.catalog import default_catalog
+from migplan.planner.demand import build_demand
+from migplan.planner.inventory import Inventory, resolve_inventory
+from migplan.planner.layout import Layout
+from migplan.planner.pipeline import covered
+from migplan.planner.plan import Plan
+from migplan.planner.solver.model import demand_weight
+from migplan.planner.solver.objective import score
+from migplan.planner.spec import GPUPartitionPlan
+from migplan.planner.validate import validate
+
+BASELINES = {"greedy (nos)": greedy_plan, "first-fit": first_fit_plan, "static": static_plan}
+
+
+@dataclass
+class Scenario:
+    """One benchmark case."""
+
+    name: str
+    nodes: int
+    policy: str
+    pods_per_node: int
+    mix: str = "a100-h100"
+
+
+@dataclass
+class Row:
+    """migplan and the baselines on one scenario."""
+
+    scenario: str
+    gpus: int
+    policy: str
+    cli_seconds: float
+    peak_rss_mib: float
+    build_seconds: float
+    solve_seconds: float
+    status: str
+    stage_status: list[str]
+    gap: float
+    started_from: str
+    chosen: str
+    classes: int
+    pools: int
+    variables: int
+    requested: int
+    met: int
+    weighted: int
+    evictions: int
+    gpus_changed: int
+    nodes_touched: int
+    baselines: dict[str, dict[str, float]] = field(default_factory=dict)
+    never_worse: bool = True
+
+
+def family(quick: bool) -> list[Scenario]:
+    """The scenarios, smallest first."""
+    sizes = (50, 250) if quick else (50, 250, 1000)
+    cases = [
+        Scenario(f"{n} nodes, {policy}, {demand}-demand", n, policy, pods)
+        for n in sizes
+        for demand, pods in (("over", 12), ("under", 3))
+        for policy in ("none", "evict")
+    ]
+    mixed = 250 if quick else 1000
+    cases += [
+        Scenario(f"{mixed} nodes 3-model, {policy}, over-demand", mixed, policy, 12, "three-model")
+        for policy in ("none", "evict")
+    ]
+    return cases
+
+
+def run_cli(
+    plan: Path, inventory: Path, workdir: Path, env: dict[str, str]
+) -> tuple[dict[str, object], float, float]:
+    """The preview as a child process: its JSON plan, wall seconds and peak RSS in MiB."""
+    migplan = Path(sys.executable).with_name("migplan")
+    out_path, err_path = workdir / "plan.json", workdir / "stderr.txt"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(
+            [str(migplan), "preview", str(plan), "--cluster", str(inventory), "-o", "json"],
+            stdout=out,
+            stderr=err,
+            env=env,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"migplan preview failed ({child.returncode}): {err_path.read_text()}")
+    return json.loads(out_path.read_text()), wall, usage.ru_maxrss / 1024
+
+
+def measure(case: Scenario, workdir: Path, env: dict[str, str]) -> Row:
+    """Write the scenario's files, run the CLI and the baselines, compare."""
+    inventory_doc, plan_doc = scenarios.fragmented(
+        nodes=case.nodes, policy=case.policy, pods_per_node=case.pods_per_node, mix=case.mix
+    )
+    inv_path, plan_path = workdir / "inventory.yaml", workdir / "plan.yaml"
+    inv_path.write_text(yaml.safe_dump(inventory_doc, sort_keys=False))
+    plan_path.write_text(yaml.safe_dump(plan_doc, sort_keys=False))
+    doc, wall, rss = run_cli(plan_path, inv_path, workdir, env)
+    ours = Plan.model_validate(doc)
+
+    manifest = GPUPartitionPlan.model_validate(plan_doc)
+    scope = covered(Inventory.model_validate(inventory_doc), manifest)
+    gpus = resolve_inventory(scope, default_catalog())
+    demand = build_demand(manifest.spec.demand, scope)
+    policy = manifest.spec.policy
+    validate(ours, gpus, demand, policy)
+
+    def lexicographic(plan: Plan) -> tuple[int, ...]:
+        return score(gpus, {(g.node, g.gpu): Layout.parse(g.after) for g in plan.gpus}, demand)
+
+    def weighted(plan: Plan) -> int:
+        return sum(r.met * demand_weight(d) for r, d in zip(plan.demand, demand, strict=True))
+
+    mine = lexicographic(ours)
+    s = ours.solver
+    row = Row(
+        scenario=case.name,
+        gpus=len(gpus),
+        policy=case.policy,
+        cli_seconds=wall,
+        peak_rss_mib=rss,
+        build_seconds=s.build_seconds,
+        solve_seconds=sum(st.seconds for st in s.stages),
+        status=s.status,
+        stage_status=[f"{st.name}: {st.status}" for st in s.stages],
+        gap=s.gap,
+        started_from=s.started_from or "",
+        chosen=s.chosen or "",
+        classes=s.classes,
+        pools=s.pools,
+        variables=s.variables,
+        requested=ours.summary.requested,
+        met=ours.summary.met,
+        weighted=weighted(ours),
+        evictions=ours.summary.evictions,
+        gpus_changed=ours.summary.gpus_changed,
+        nodes_touched=ours.summary.nodes_touched,
+    )
+    for name, method in BASELINES.items():
+        started = time.perf_counter()
+        theirs = method(gpus, demand)
+        seconds = time.perf_counter() - started
+        validate(theirs, gpus, demand, policy)
+        row.baselines[name] = {
+            "seconds": seconds,
+            "met": theirs.summary.met,
+            "weighted": weighted(theirs),
+            "gpus_changed": theirs.summary.gpus_changed,
+        }
+        row.never_worse = row.never_worse and mine >= lexicographic(theirs)
+    return row
+
+
+def print_table(rows: list[Row]) -> None:
+    """One line per scenario: migplan's figures, then each baseline's weighted demand."""
+    header = (
+        f"{'scenario':<36} {'GPUs':>5} {'CLI s':>6} {'RSS MiB':>7} {'build':>5} {'solve':>5} "
+        f"{'status':<8} {'gap':>6} {'met':>11} {'weighted':>8} {'greedy':>7} {'1st-fit':>7} "
+        f"{'static':>7} {'evict':>5} {'changed':>7} {'nodes':>5} {'>=all':>5}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        b = r.baselines
+        print(
+            f"{r.scenario:<36} {r.gpus:>5} {r.cli_seconds:6.2f} {r.peak_rss_mib:7.0f} "
+            f"{r.build_seconds:5.2f} {r.solve_seconds:5.2f} {r.status:<8} {r.gap:6.2%} "
+            f"{f'{r.met}/{r.requested}':>11} {r.weighted:>8} "
+            f"{b['greedy (nos)']['weighted']:>7.0f} {b['first-fit']['weighted']:>7.0f} "
+            f"{b['static']['weighted']:>7.0f} {r.evictions:>5} {r.gpus_changed:>7} "
+            f"{r.nodes_touched:>5} {'yes' if r.never_worse else 'NO':>5}"
+        )
+    for r in rows:
+        print(f"{r.scenario}: {'; '.join(r.stage_status)}; from {r.started_from}, chose {r.chosen}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="50 and 250 nodes only")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/fragmented.json"))
+    parser.add_argument("--only", help="run only scenarios whose name contains this")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="migplan-bench-") as tmp:
+        for case in family(args.quick):
+            if args.only and args.only not in case.name:
+                continue
+            row = measure(case, Path(tmp), env)
+            rows.append(row)
+            print(
+                f"  {row.scenario:<36} {row.cli_seconds:6.2f} s  {row.status:<8} "
+                f"met {row.met}/{row.requested}  never worse: {row.never_worse}",
+                flush=True,
+            )
+    print()
+    print_table(rows)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps(
+            {
+                "benchmark": "fragmented",
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+                "cpus": os.cpu_count(),
+                "scenarios": scenarios.fragmented.__doc__,
+                "rows": [asdict(r) for r in rows],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
