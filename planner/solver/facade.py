@@ -90,13 +90,23 @@ def plan(
     pm = PlanningModel(classes=classes, pools=pools, demand=demand, policy=policy).build()
 
     keep = {gpu_key(g): g.layout for g in gpus}
-    known: list[tuple[str, Targets, dict[int, int]]] = []
-    for name, targets in ((KEEP, keep), *((n, {**keep, **f(gpus, demand)}) for n, f in STARTS)):
-        hint = hint_from_targets(pm, targets)
-        if hint is not None:
-            known.append((name, targets, hint))
-    scored = [(score(gpus, t, demand, rebuild=rebuild), name, t, h) for name, t, h in known]
-    _, start, _, hint = max(scored, key=lambda s: s[0])
+    starts = [(KEEP, keep), *((n, {**keep, **f(gpus, demand)}) for n, f in STARTS)]
+    # Best first; sorting is stable, so on ties the earlier (keep everything) leads.
+    ranked = sorted(
+        ((score(gpus, t, demand, rebuild=rebuild), name, t) for name, t in starts),
+        key=lambda s: s[0],
+        reverse=True,
+    )
+    hints: dict[str, dict[int, int] | None] = {}
+
+    def hint_of(name: str, targets: Targets) -> dict[int, int] | None:
+        """The plan as a model solution; None if the policy does not allow it."""
+        if name not in hints:
+            hints[name] = hint_from_targets(pm, targets)
+        return hints[name]
+
+    # Keeping everything is always allowed, so a start is always found.
+    start, hint = next((n, h) for _, n, t in ranked if (h := hint_of(n, t)) is not None)
     note(f"starting from {start}; {pm.variable_count()} variables")
     built = time.monotonic() - started
 
@@ -114,9 +124,12 @@ def plan(
     solved = map_to_gpus(pm=pm, result=result, policy=policy)
     # Never worse than where it started: the solver's plan against every starting point.
     # Ties go to the solver's plan (it comes first and max keeps the first).
-    candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved)]
-    candidates += [(s, name, t) for s, name, t, _ in scored]
-    chosen_score, chosen, targets = max(candidates, key=lambda s: s[0])
+    candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved), *ranked]
+    chosen_score, chosen, targets = next(
+        c
+        for c in sorted(candidates, key=lambda c: c[0], reverse=True)
+        if c[1] == SOLVER or hint_of(c[1], c[2]) is not None
+    )
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
     report = _report(

@@ -57,6 +57,7 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
         values[index] = values.get(index, 0) + amount
 
     group_of = {node: g for g, group in enumerate(pm.groups) for node in group.nodes}
+    found_for: dict[tuple[int, Layout], tuple[int, int, int] | None] = {}
     touched_nodes: set[str] = set()
     supply = Counter[str]()
     for c, cls in enumerate(pm.classes):
@@ -66,7 +67,9 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
             if unchanged:
                 supply.update(i.profile for i in cls.current.instances)
                 continue
-            found = _option(pm, c, target)
+            if (c, target) not in found_for:
+                found_for[(c, target)] = _option(pm, c, target)
+            found = found_for[(c, target)]
             if found is None:
                 return None
             route, pool, option = found

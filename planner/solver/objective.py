@@ -8,13 +8,14 @@ compared, and the better one returned.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 from migplan.planner.assemble import GpuKey, allocate, gpu_key, supply_of
 from migplan.planner.demand import DemandItem
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.layout import Instance, Layout
 from migplan.planner.solver.model import demand_weight
 from migplan.planner.tables import headroom
 
@@ -34,6 +35,16 @@ class Score(NamedTuple):
     """Negated."""
 
 
+@lru_cache(maxsize=65536)
+def _change(
+    before: Layout, after: Layout, pins: frozenset[Instance], mig_enabled: bool, rebuild: bool
+) -> tuple[int, int]:
+    """(operations, in-use instances destroyed) for one GPU; GPUs repeat, so this is cached."""
+    ops = operations(before, after, mig_enabled=mig_enabled, rebuild=rebuild)
+    removed = set(removed_instances(before, after, rebuild=rebuild))
+    return len(ops), sum(1 for i in pins if i in removed)
+
+
 def score(
     gpus: Sequence[GpuState],
     targets: Mapping[GpuKey, Layout],
@@ -47,14 +58,15 @@ def score(
     nodes: set[str] = set()
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
-        ops = operations(gpu.layout, after, mig_enabled=gpu.mig_enabled, rebuild=rebuild)
         room += headroom(gpu.model, after)
+        if after == gpu.layout and gpu.mig_enabled:
+            continue
+        ops, lost = _change(gpu.layout, after, frozenset(gpu.pins), gpu.mig_enabled, rebuild)
         if not ops:
             continue
-        removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
-        evictions += sum(1 for i in gpu.pins if i in removed) + (1 if gpu.whole_gpu_pod else 0)
+        evictions += lost + (1 if gpu.whole_gpu_pod else 0)
         changed += 1
         nodes.add(gpu.node)
-        steps += len(ops)
+        steps += ops
     weighted = sum(n * demand_weight(item) for n, item in zip(met, demand, strict=True))
     return Score(weighted, -evictions, -changed, -len(nodes), room, -steps)
