@@ -10,13 +10,15 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import combinations
 from typing import Self
 
 from migplan.planner.catalog import PROFILE_NAME, GpuModel, MediaClass
 from migplan.planner.errors import LayoutSyntaxError
 
 EMPTY = "-"
+MAX_INSTANCES = 64
+"""More instances than any GPU can hold (7 on 8-slice models): longer layouts are refused as
+text, before any rule is checked."""
 _INSTANCE = re.compile(r"^(?P<profile>[^@\s]+)@(?P<start>[0-9]+)$")
 # `+` joins instances but also begins suffixes such as `+me`; a joining `+` always follows the
 # digits of a start slot, a suffix `+` always follows `gb`.
@@ -59,8 +61,14 @@ class Layout:
         stripped = text.strip()
         if stripped in (EMPTY, ""):
             return cls()
+        tokens = _SEPARATOR.split(stripped, maxsplit=MAX_INSTANCES)
+        if len(tokens) > MAX_INSTANCES:
+            raise LayoutSyntaxError(
+                f"bad layout {text[:60]!r}...: more than {MAX_INSTANCES} instances "
+                "(a GPU holds at most a few dozen)"
+            )
         instances = []
-        for token in _SEPARATOR.split(stripped):
+        for token in tokens:
             match = _INSTANCE.match(token.strip())
             if match is None:
                 raise LayoutSyntaxError(
@@ -158,12 +166,19 @@ def check_layout(model: GpuModel, layout: Layout) -> list[Violation]:
 
 
 def _overlaps(model: GpuModel, instances: list[Instance]) -> list[Violation]:
+    """Each instance against the first one holding any of its slices: one pass over a slice
+    map, so a long hostile layout costs time in proportion to its length, not its square."""
     found = []
-    for a, b in combinations(instances, 2):
-        a_end = a.start + model.profiles_by_name[a.profile].size
-        b_end = b.start + model.profiles_by_name[b.profile].size
-        if a.start < b_end and b.start < a_end:
-            found.append(Violation(Rule.OVERLAP, f"{_span(model, a)} overlaps {_span(model, b)}"))
+    holder: dict[int, Instance] = {}
+    for i in sorted(instances):
+        size = model.profiles_by_name[i.profile].size
+        clashes = dict.fromkeys(holder[s] for s in range(i.start, i.start + size) if s in holder)
+        for other in clashes:
+            found.append(
+                Violation(Rule.OVERLAP, f"{_span(model, other)} overlaps {_span(model, i)}")
+            )
+        for s in range(i.start, i.start + size):
+            holder.setdefault(s, i)
     return found
 
 

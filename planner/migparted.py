@@ -22,16 +22,48 @@ from migplan.planner.plan import Plan
 CONFIG_PREFIX = "migplan-"
 
 
+LABEL_VALUE_MAX = 63
+"""Kubernetes label values: at most 63 characters, alphanumeric at both ends."""
+NODE_PART_MAX = 26
+NODE_HASH_LENGTH = 10
+"""40 bits of the node name's sha256: names stay unique across any real fleet."""
+DIGEST_LENGTH = 8
+
+
+def _node_hash(node: str) -> str:
+    return hashlib.sha256(node.encode()).hexdigest()[:NODE_HASH_LENGTH]
+
+
 def config_name(node: str, entries: list[dict[str, Any]] | None = None) -> str:
     """The mig-configs entry for `node` (what `nvidia.com/mig.config` is set to).
 
-    With `entries`, the name ends in a digest of them, so every new target is a new label
-    value (mig-manager acts on label changes, not on edits of a config it already applied).
+    Without `entries` (an export for `nvidia-mig-parted apply`), `migplan-<node>` when that
+    is a valid label value. With `entries` (the mig-manager actuator) it is always
+    `migplan-<node, cut to 26>-<node hash>-<digest of entries>`: at most 54 characters,
+    so a valid label value for any node name; the node hash tells whose entry it is (a name
+    prefix would also match other nodes: `gpu` is a prefix of `gpu-2`); the digest makes
+    every new target a new label value (mig-manager acts on label changes, not on edits of a
+    config it already applied).
     """
+    plain = CONFIG_PREFIX + node
+    if entries is None and len(plain) <= LABEL_VALUE_MAX:
+        return plain
+    name = f"{plain[: len(CONFIG_PREFIX) + NODE_PART_MAX]}-{_node_hash(node)}"
     if entries is None:
-        return CONFIG_PREFIX + node
-    digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{CONFIG_PREFIX}{node}-{digest}"
+        return name
+    digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
+    return f"{name}-{digest[:DIGEST_LENGTH]}"
+
+
+def owned_by(name: str, node: str) -> bool:
+    """Whether mig-configs entry `name` is one the actuator wrote for `node`."""
+    parts = name.rsplit("-", 2)
+    return (
+        name.startswith(CONFIG_PREFIX)
+        and len(parts) == 3
+        and parts[1] == _node_hash(node)
+        and len(parts[2]) == DIGEST_LENGTH
+    )
 
 
 def first_fit_layout(model: GpuModel, counts: dict[str, int]) -> Layout:

@@ -19,8 +19,12 @@ from migplan.planner.resources import RESOURCE_NAME
 from migplan.planner.schema import CamelModel
 
 API_VERSION = "migplan.io/v1alpha1"
-DURATION = re.compile(r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$")
-"""A Go-style duration of hours, minutes and seconds: `2h`, `90m`, `1h30m`, `45s`."""
+DURATION = re.compile(r"^([0-9]{1,4}h)?([0-9]{1,6}m)?([0-9]{1,8}s)?$")
+"""A Go-style duration of hours, minutes and seconds: `2h`, `90m`, `1h30m`, `45s`. The digit
+counts bound it (under 14 years), so the API server itself rejects `999999999h`."""
+MAX_DURATION_SECONDS = 366 * 24 * 3600
+"""No window or timeout is longer than a year (a year-long window is an always-open one)."""
+CRON_HORIZON_YEARS = 10
 CRON_FIELDS = 5
 PORTFOLIO_CORES = 8
 """Cores from which the solver uses them all by default: CP-SAT's parallel portfolio needs
@@ -37,18 +41,33 @@ def duration_seconds(text: str) -> int:
 
 
 def positive_duration(text: str) -> str:
-    """Raise ValueError unless `text` is a duration longer than zero."""
-    if duration_seconds(text) <= 0:
+    """Raise ValueError unless `text` is a duration longer than zero and at most a year."""
+    seconds = duration_seconds(text)
+    if seconds <= 0:
         raise ValueError("duration must be positive")
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"duration {text!r} is longer than a year (8784h)")
     return text
 
 
 def check_cron(text: str) -> str:
     """Raise ValueError unless `text` is a 5-field cron expression croniter accepts."""
-    from croniter import croniter
+    from datetime import UTC, datetime
+
+    from croniter import CroniterBadDateError, croniter
 
     if len(text.split()) != CRON_FIELDS or not croniter.is_valid(text):
         raise ValueError(f"{text!r} is not a 5-field cron expression such as '0 2 * * 6'")
+    # A valid expression can still name a date that never comes (30 February); the operator
+    # would then find no next window on every tick.
+    try:
+        croniter(
+            text, datetime(2026, 1, 1, tzinfo=UTC), max_years_between_matches=CRON_HORIZON_YEARS
+        ).get_next(datetime)
+    except (CroniterBadDateError, OverflowError):
+        raise ValueError(
+            f"{text!r} never fires (no matching date within {CRON_HORIZON_YEARS} years)"
+        ) from None
     return text
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +51,26 @@ def load_inventory(path: Path) -> Inventory:
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise MigplanInputError(f"{path}: expected one Inventory document (a mapping)")
     return parse_model(Inventory, docs[0], source=str(path))
+
+
+def write_atomically(path: Path, text: str, *, inputs: Iterable[Path] = ()) -> None:
+    """Write `text` to `path` all at once: into a temporary file beside it, then renamed over
+    it. A failed write leaves the previous file as it was; a symbolic link at `path` is
+    replaced, never followed; a path that is one of `inputs` is refused."""
+    target = Path(os.path.abspath(path))
+    for source in inputs:
+        if os.path.realpath(source) in (os.path.realpath(target), str(target)):
+            raise MigplanInputError(f"{path}: refusing to overwrite an input file")
+    if target.is_dir():
+        raise MigplanInputError(f"{path}: is a directory")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise MigplanInputError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, target)
+    except OSError as exc:
+        os.unlink(temporary)
+        raise MigplanInputError(f"cannot write {path}: {exc.strerror}") from None

@@ -14,11 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, console, state
-from migplan.operator.cli.files import load_inventory, load_plan_manifest
+from migplan.operator.cli.files import load_inventory, load_plan_manifest, write_atomically
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
 from migplan.planner.catalog import Catalog
-from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import Inventory
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
@@ -216,13 +215,11 @@ def preview(
     if html is not None:
         from migplan.operator.cli.html_report import render_report
 
-        try:
-            html.write_text(
-                render_report(outcome, name=manifest.metadata.name, catalog=cli.catalog),
-                encoding="utf-8",
-            )
-        except OSError as exc:
-            raise MigplanInputError(f"cannot write {html}: {exc.strerror}") from None
+        write_atomically(
+            html,
+            render_report(outcome, name=manifest.metadata.name, catalog=cli.catalog),
+            inputs=[plan_file, *([cluster] if cluster else [])],
+        )
     document = outcome.plan.model_dump(mode="json", by_alias=True)
     if output is PreviewFormat.JSON:
         typer.echo(json.dumps(document, indent=2))

@@ -3,7 +3,8 @@
 The GPU Operator's mig-manager applies the mig-parted config named by the node label
 `nvidia.com/mig.config`, taken from a ConfigMap, and reports in `nvidia.com/mig.config.state`
 (`pending`, `rebooting`, `success`, `failed`). migplan keeps one ConfigMap with an entry per
-node and target (`migplan-<node>-<digest>`, so a new target is a new label value), and clears
+node and target (`migplan-<node>-<node hash>-<digest>`, always a valid label value; a new
+target is a new label value), and clears
 the state label when it sets the config label, so a stale `success` is never mistaken for
 the new one.
 """
@@ -15,7 +16,7 @@ from typing import Any
 import yaml
 
 from migplan.operator.kube import client as kube
-from migplan.planner.migparted import CONFIG_PREFIX, config_name, node_config
+from migplan.planner.migparted import config_name, node_config, owned_by
 
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
@@ -36,8 +37,7 @@ def hand_over(
         document = yaml.safe_load(data.get(CONFIG_KEY) or "") or {}
         configs = dict(document.get("mig-configs") or {})
         # A node's older targets go; other nodes' entries stay.
-        own = CONFIG_PREFIX + node + "-"
-        configs = {k: v for k, v in configs.items() if not k.startswith(own)}
+        configs = {k: v for k, v in configs.items() if not owned_by(k, node)}
         configs[name] = entries
         document = {"version": "v1", "mig-configs": dict(sorted(configs.items()))}
         return {**data, CONFIG_KEY: yaml.safe_dump(document, sort_keys=False)}

@@ -43,6 +43,9 @@ from migplan.planner.spec import GPUPartitionPlan, duration_seconds
 log = structlog.get_logger("migplan.operator")
 
 STALE_REPLANS = 3
+TICK_FAILED = "TickFailed"
+"""Condition set while the plan's periodic work fails (cleared by the next good tick)."""
+MESSAGE_LIMIT = 1024
 """Automatic re-plans after nodes were given up because the cluster changed under the plan."""
 REBALANCE = "migplan.io/rebalance"
 """Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
@@ -235,7 +238,30 @@ class PlanController:
         return None
 
     def tick(self, name: str) -> None:
-        """Periodic work: re-plan when due, then advance the rollout."""
+        """Periodic work: re-plan when due, then advance the rollout. An error is recorded in
+        the plan (condition `TickFailed`, an event when its message is new) and raised."""
+        try:
+            self._tick(name)
+        except Exception as exc:
+            self._tick_failed(name, exc)
+            raise
+
+    def _tick_failed(self, name: str, exc: Exception) -> None:
+        try:
+            body = kube.get_plan(self.api, name=name)
+            if body is None:
+                return
+            message = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
+            previous = (body.get("status") or {}).get("conditions") or []
+            if _condition(previous, TICK_FAILED) == ("True", message):
+                return
+            update = condition(TICK_FAILED, True, type(exc).__name__, message, _generation(body))
+            self._write(body, {"conditions": merge_conditions(previous, [update])})
+            self.events(body, "Warning", TICK_FAILED, message)
+        except Exception as again:  # the API may be the trouble: the log has both
+            log.error("recording a failed tick failed", plan=name, error=repr(again))
+
+    def _tick(self, name: str) -> None:
         with self._lock(name):
             body = kube.get_plan(self.api, name=name)
             if body is None or body["metadata"].get("deletionTimestamp"):
@@ -256,11 +282,14 @@ class PlanController:
             ):
                 self._replan(body, reason="spec")
                 body = kube.get_plan(self.api, name=name) or body
+            failing = _condition(status.get("conditions") or [], TICK_FAILED)[0] == "True"
             reason = self._rebalance_reason(body, manifest, now)
             if reason and not rollout_in_progress(body.get("status") or {}):
                 self._replan(body, reason=reason)
                 body = kube.get_plan(self.api, name=name) or body
             self._advance(body, manifest, now)
+            if failing:
+                self._clear_tick_failure(name)
 
     def _advance(self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime) -> None:
         """Advance the rollout and refresh the plan's phase, progress and window fields."""
@@ -352,11 +381,26 @@ class PlanController:
                 update["staleReplans"] = tries + 1
         self._write_if_changed(body, update)
 
+    def _clear_tick_failure(self, name: str) -> None:
+        body = kube.get_plan(self.api, name=name)
+        previous = ((body or {}).get("status") or {}).get("conditions") or []
+        if body is not None and _condition(previous, TICK_FAILED)[0] == "True":
+            update = condition(TICK_FAILED, False, "Ticking", "", _generation(body))
+            self._write(body, {"conditions": merge_conditions(previous, [update])})
+
     def _write_if_changed(self, body: dict[str, Any], update: dict[str, Any]) -> None:
         fresh = kube.get_plan(self.api, name=body["metadata"]["name"]) or body
         status = fresh.get("status") or {}
         if any(status.get(k) != v for k, v in update.items()):
             self._write(fresh, update)
+
+
+def _condition(conditions: list[dict[str, Any]], kind: str) -> tuple[str | None, str | None]:
+    """(status, message) of the condition of type `kind`."""
+    for item in conditions:
+        if item.get("type") == kind:
+            return item.get("status"), item.get("message")
+    return None, None
 
 
 def _generation(body: dict[str, Any]) -> int:

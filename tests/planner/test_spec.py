@@ -5,10 +5,11 @@ from __future__ import annotations
 import copy
 
 import pytest
+from pydantic import ValidationError
 
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan, LabelSelector, duration_seconds
+from migplan.planner.spec import GPUPartitionPlan, LabelSelector, WindowSpec, duration_seconds
 
 GOOD = {
     "apiVersion": "migplan.io/v1alpha1",
@@ -112,3 +113,21 @@ def test_durations() -> None:
 )
 def test_label_selectors(selector, labels, expected) -> None:
     assert LabelSelector.model_validate(selector).matches(labels) is expected
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ({"start": "0 2 30 2 *", "duration": "2h"}, "never fires"),
+        ({"start": "0 2 * * 6", "duration": "9000h"}, "longer than a year"),
+        ({"start": "0 2 * * 6", "duration": "999999999h"}, "should match pattern"),
+    ],
+)
+def test_windows_the_operator_could_never_evaluate_are_refused(window, message) -> None:
+    # Accepted before, then every tick failed (CroniterBadDateError, OverflowError).
+    with pytest.raises(ValidationError, match=message):
+        WindowSpec.model_validate(window)
+
+
+def test_a_leap_day_window_is_fine() -> None:
+    assert WindowSpec.model_validate({"start": "0 2 29 2 *", "duration": "2h"})
