@@ -23,11 +23,11 @@ from migplan.planner.layout import Layout
 from migplan.planner.plan import Plan, SolverReport, SolverStage
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.classes import group_gpus
-from migplan.planner.solver.hints import hint_from_targets
+from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel, demand_weight
 from migplan.planner.solver.objective import Score, score
-from migplan.planner.solver.pools import build_pools
-from migplan.planner.solver.stages import solve_stages
+from migplan.planner.solver.pools import build_pools, for_demand_alone
+from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve_stages
 from migplan.planner.spec import Disruption, PolicySpec
 
 SEED = 0
@@ -111,15 +111,39 @@ def plan(
     built = time.monotonic() - started
 
     reserve = ASSEMBLY_SHARE * time_limit
-    result = solve_stages(
-        pm,
-        hint=hint,
-        deadline=deadline - reserve,
-        workers=workers,
-        interleave=deterministic,
-        seed=SEED,
-        progress=note,
-    )
+
+    def run(
+        model: PlanningModel,
+        start_from: dict[int, int],
+        stages: Sequence[tuple[Criterion, ...]],
+        before: StagedResult | None = None,
+    ) -> StagedResult:
+        return solve_stages(
+            model,
+            hint=start_from,
+            deadline=deadline - reserve,
+            workers=workers,
+            interleave=deterministic,
+            seed=SEED,
+            progress=note,
+            stages=stages,
+            before=before,
+        )
+
+    demand_pools = for_demand_alone(pools, classes, policy)
+    if demand_pools is None:
+        result = run(pm, hint, STAGES)
+    else:
+        small = PlanningModel(classes=classes, pools=demand_pools, demand=demand, policy=policy)
+        first = run(small.build(), hint_of_small(small, ranked), STAGES[:1])
+        met = sum(demand_weight(d) * first.value(v) for d, v in zip(demand, small.met, strict=True))
+        pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
+        # Evictions were free there: keep what in-use instances the demand met allows.
+        placed = map_to_gpus(pm=small, result=first, policy=policy)
+        start_full = hint_from_targets(pm, keeping_more(pm, placed))
+        if start_full is None:  # a planner bug, but the carried-over solution still holds
+            start_full = carry_over(first.values, source=small, target=pm)
+        result = run(pm, start_full, STAGES[1:], first)
     note("placing instances on GPUs")
     solved = map_to_gpus(pm=pm, result=result, policy=policy)
     # Never worse than where it started: the solver's plan against every starting point.
@@ -153,6 +177,14 @@ def plan(
         rebuild=rebuild,
         explain=explain,
     )
+
+
+def hint_of_small(
+    pm: PlanningModel, ranked: Sequence[tuple[Score, str, Targets]]
+) -> dict[int, int]:
+    """The best starting plan as a solution of the demand-only model (keeping everything
+    always is one)."""
+    return next(h for _, _, t in ranked if (h := hint_from_targets(pm, t)) is not None)
 
 
 def _report(

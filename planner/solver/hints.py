@@ -19,9 +19,9 @@ from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.demand import DemandKind
 from migplan.planner.layout import Layout
 from migplan.planner.solver.model import PlanningModel
-from migplan.planner.solver.pools import supply_of_layout
+from migplan.planner.solver.pools import allowed_new_profiles, supply_of_layout
 from migplan.planner.spec import Disruption
-from migplan.planner.tables import headroom
+from migplan.planner.tables import headroom, layout_table, mask_of, profile_mask, rows_within
 
 
 def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] | None:
@@ -116,3 +116,72 @@ def _meet(pm: PlanningModel, values: dict[int, int], supply: Counter[str]) -> No
         got = max(min(item.count, pool[item.profile]), 0)
         pool[item.profile] -= got
         values[pm.met[n].index] = got
+
+
+def carry_over(
+    values: Mapping[int, int], *, source: PlanningModel, target: PlanningModel
+) -> dict[int, int]:
+    """A solution of `source` as values of `target`: both built on the same classes and
+    pools, `source` with a subset of the routes (see `pools.for_demand_alone`)."""
+    out: dict[int, int] = {}
+
+    def put(into: object, came: object) -> None:
+        if into is not None and came is not None:
+            out[into.index] = values.get(came.index, 0)  # type: ignore[attr-defined]
+
+    for c, routes in enumerate(source.pools.routes):
+        put(target.changed[c], source.changed[c])
+        where = {route.pool: r for r, route in enumerate(target.pools.routes[c])}
+        for route, flow in zip(routes, source.flow[c], strict=True):
+            put(target.flow[c][where[route.pool]], flow)
+    for row_to, row_from in zip(target.take, source.take, strict=True):
+        for to, came in zip(row_to, row_from, strict=True):
+            put(to, came)
+    for to, came in zip(target.met, source.met, strict=True):
+        put(to, came)
+    for to, came in zip(target.touched, source.touched, strict=True):
+        put(to, came)
+    for to_group, from_group in zip(target.moved, source.moved, strict=True):
+        for c, came in from_group.items():
+            put(to_group[c], came)
+    return out
+
+
+def keeping_more(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> dict[GpuKey, Layout]:
+    """`targets` with each changed GPU keeping every in-use instance it can while supplying at
+    least as much of every profile: the same demand met with fewer evictions, a better start
+    for the disruption stage than a plan found with evictions free."""
+    better = dict(targets)
+    memo: dict[tuple[int, Layout], Layout] = {}
+    for c, cls in enumerate(pm.classes):
+        if not cls.pins:
+            continue
+        for gpu in cls.gpus:
+            target = targets[gpu_key(gpu)]
+            if cls.pins <= set(target.instances):
+                continue
+            if (c, target) not in memo:
+                memo[(c, target)] = _keep_more(pm, c, target)
+            better[gpu_key(gpu)] = memo[(c, target)]
+    return better
+
+
+def _keep_more(pm: PlanningModel, c: int, target: Layout) -> Layout:
+    cls = pm.classes[c]
+    model = cls.model
+    new = allowed_new_profiles(model, pm.policy) & set(pm.pools.profiles)
+    table = layout_table(model, frozenset(new | {i.profile for i in cls.current.instances}))
+    allowed = profile_mask(model, new) | mask_of(model, cls.current.instances)
+    wanted = supply_of_layout(target, pm.pools.profiles)
+    supply = table.supply(pm.pools.profiles)
+    enough = (supply >= wanted).all(axis=1)
+    kept = frozenset(target.instances) & cls.pins
+    best = target
+    for pin in sorted(cls.pins - kept):
+        rows = np.flatnonzero(
+            enough & rows_within(table, keep=mask_of(model, kept | {pin}), allowed=allowed)
+        )
+        if len(rows):
+            kept = kept | {pin}
+            best = table.layouts[int(rows[np.argmax(table.headroom[rows])])]
+    return best

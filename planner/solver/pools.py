@@ -181,3 +181,34 @@ def build_pools(
         result.keep_supply.append(supply_of_layout(cls.current, result.profiles))
         result.keep_headroom.append(headroom(cls.model, cls.current))
     return result
+
+
+def for_demand_alone(
+    pools: PoolSet, classes: Sequence[GpuClass], policy: PolicySpec
+) -> PoolSet | None:
+    """The same pools with every class routed only into the pool that keeps none of its in-use
+    instances, or None where that changes what demand can be met.
+
+    For demand alone evictions cost nothing, and the pool that keeps nothing reaches every
+    supply any other route of the class reaches, provided every in-use profile may be created
+    anew: the best demand met is the same, found on a model with one route per class (on
+    8,000 fragmented GPUs with evictions: 24k routes -> 3k). Its solution is a solution of
+    the full model too, where the later stages start from it.
+    """
+    if policy.disruption is not Disruption.EVICT or policy.whole_gpu_rebuild:
+        return None
+    relevant = set(pools.profiles)
+    for cls in classes:
+        new = allowed_new_profiles(cls.model, policy) & relevant
+        if any(i.profile not in new for i in cls.pins):
+            return None
+    routes = [[r for r in rs if not pools.pools[r.pool].key.kept] for rs in pools.routes]
+    if sum(map(len, routes)) == sum(map(len, pools.routes)):
+        return None
+    return PoolSet(
+        profiles=pools.profiles,
+        pools=pools.pools,
+        routes=routes,
+        keep_supply=pools.keep_supply,
+        keep_headroom=pools.keep_headroom,
+    )
