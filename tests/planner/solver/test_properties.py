@@ -118,5 +118,19 @@ def test_never_worse_than_the_baselines(case, time_limit) -> None:
         assert ours >= lexicographic(theirs, gpus, demand), baseline.__name__
 
 
+@settings(max_examples=40)
+@given(problems())
+def test_allowing_evictions_never_meets_less(case) -> None:
+    # With evictions the demand stage runs on a smaller model (every GPU may drop all its
+    # in-use instances): it must find at least what keeping them finds.
+    gpus, demand, _ = case
+    kept = plan(gpus, demand, PolicySpec())
+    evicting = plan(gpus, demand, PolicySpec(disruption=Disruption.EVICT))
+    assert problems_of(evicting, gpus, demand, PolicySpec(disruption=Disruption.EVICT)) == []
+    assert weighted(evicting, demand) >= weighted(kept, demand)
+    if weighted(evicting, demand) == weighted(kept, demand):
+        assert evicting.summary.evictions == 0  # no gain, no eviction
+
+
 def test_instance_helper_round_trip() -> None:
     assert str(Instance.parse("1g.5gb+me@3")) == "1g.5gb+me@3"
