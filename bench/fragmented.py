@@ -13,7 +13,7 @@ nos-style greedy, first-fit and static-geometry baselines run on the same input 
 process. "never worse" checks migplan's plan against each baseline on the whole lexicographic
 objective (demand, evictions, GPUs changed, nodes touched, headroom, operations).
 
-    .venv/bin/python bench/fragmented.py [--quick] [--json PATH] [--workers N]
+    .venv/bin/python bench/fragmented.py [--quick] [--only TEXT] [--time-limit S] [--json PATH]
 """
 
 from __future__ import annotations
@@ -129,11 +129,15 @@ def run_cli(
     return json.loads(out_path.read_text()), wall, usage.ru_maxrss / 1024
 
 
-def measure(case: Scenario, workdir: Path, env: dict[str, str]) -> Row:
+def measure(
+    case: Scenario, workdir: Path, env: dict[str, str], time_limit: float | None = None
+) -> Row:
     """Write the scenario's files, run the CLI and the baselines, compare."""
     inventory_doc, plan_doc = scenarios.fragmented(
         nodes=case.nodes, policy=case.policy, pods_per_node=case.pods_per_node, mix=case.mix
     )
+    if time_limit is not None:
+        plan_doc["spec"]["solver"] = {"timeLimitSeconds": time_limit}  # type: ignore[index]
     inv_path, plan_path = workdir / "inventory.yaml", workdir / "plan.yaml"
     inv_path.write_text(yaml.safe_dump(inventory_doc, sort_keys=False))
     plan_path.write_text(yaml.safe_dump(plan_doc, sort_keys=False))
@@ -221,14 +225,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="50 and 250 nodes only")
     parser.add_argument("--json", type=Path, default=Path("bench/results/fragmented.json"))
     parser.add_argument("--only", help="run only scenarios whose name contains this")
+    parser.add_argument(
+        "--time-limit", type=float, help="the plans' spec.solver.timeLimitSeconds (default 10)"
+    )
+    parser.add_argument(
+        "--cli-pythonpath",
+        help="run the preview with this PYTHONPATH first: an installed copy of another migplan "
+        "version, for before/after figures (pip install --no-deps --target DIR WHEEL)",
+    )
     args = parser.parse_args()
     env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    if args.cli_pythonpath:
+        env["PYTHONPATH"] = args.cli_pythonpath
     rows = []
     with tempfile.TemporaryDirectory(prefix="migplan-bench-") as tmp:
         for case in family(args.quick):
             if args.only and args.only not in case.name:
                 continue
-            row = measure(case, Path(tmp), env)
+            row = measure(case, Path(tmp), env, args.time_limit)
             rows.append(row)
             print(
                 f"  {row.scenario:<36} {row.cli_seconds:6.2f} s  {row.status:<8} "
@@ -245,6 +259,8 @@ def main() -> None:
                 "python": platform.python_version(),
                 "machine": platform.machine(),
                 "cpus": os.cpu_count(),
+                "time_limit": args.time_limit or 10.0,
+                "cli_pythonpath": args.cli_pythonpath,
                 "scenarios": scenarios.fragmented.__doc__,
                 "rows": [asdict(r) for r in rows],
             },

@@ -138,9 +138,19 @@ def plan(
         first = run(small.build(), hint_of_small(small, ranked), STAGES[:1])
         met = sum(demand_weight(d) * first.value(v) for d, v in zip(demand, small.met, strict=True))
         pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
-        # Evictions were free there: keep what in-use instances the demand met allows.
-        placed = map_to_gpus(pm=small, result=first, policy=policy)
-        start_full = hint_from_targets(pm, keeping_more(pm, placed))
+        # Evictions were free there: keep what in-use instances the demand met allows. A
+        # starting plan that meets as much is often better still for the later stages.
+        repaired = keeping_more(pm, map_to_gpus(pm=small, result=first, policy=policy))
+        options = [(score(gpus, repaired, demand, rebuild=rebuild), "repaired", repaired)]
+        options += [r for r in ranked if r[0].weighted_met >= met]
+        start_full = next(
+            (
+                h
+                for _, name, t in sorted(options, key=lambda o: o[0], reverse=True)
+                if (h := hint_of(name, t)) is not None
+            ),
+            None,
+        )
         if start_full is None:  # a planner bug, but the carried-over solution still holds
             start_full = carry_over(first.values, source=small, target=pm)
         result = run(pm, start_full, STAGES[1:], first)
