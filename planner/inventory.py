@@ -18,6 +18,11 @@ from migplan.planner.layout import Instance, Layout, check_layout
 from migplan.planner.resources import is_mig_resource
 from migplan.planner.schema import CamelModel
 
+MAX_GPU_INDEX = 1023
+"""NVML numbers a node's GPUs from 0; no node has a thousand."""
+MAX_REQUEST = 1024
+"""Instances of one profile one pod may ask for."""
+
 PodName = Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*$")]
 """A pod as `namespace/name`."""
 
@@ -25,7 +30,7 @@ PodName = Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]
 class GpuInfo(CamelModel):
     """One GPU of a node."""
 
-    index: Annotated[int, Field(ge=0)]
+    index: Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]
     model: Annotated[str, Field(description="catalog key or product name")]
     uuid: str | None = None
     mig_enabled: bool = True
@@ -51,7 +56,7 @@ class PendingPod(CamelModel):
 
     namespace: Annotated[str, Field(min_length=1)]
     name: Annotated[str, Field(min_length=1)]
-    requests: dict[str, Annotated[int, Field(ge=0)]]
+    requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]]
     labels: dict[str, str] = Field(default_factory=dict)
 
 

@@ -26,6 +26,9 @@ MAX_DURATION_SECONDS = 366 * 24 * 3600
 """No window or timeout is longer than a year (a year-long window is an always-open one)."""
 CRON_HORIZON_YEARS = 10
 CRON_FIELDS = 5
+MAX_COUNT = 1_000_000
+"""More MIG instances than any fleet holds (a million GPUs' worth of 1g): larger counts are
+refused as input instead of overflowing the solver."""
 PORTFOLIO_CORES = 8
 """Cores from which the solver uses them all by default: CP-SAT's parallel portfolio needs
 several workers to pay off; on 2 cores one worker proved the fragmented benchmark faster."""
@@ -143,7 +146,15 @@ class ProfileDemand(CamelModel):
             description="MIG resource name, e.g. nvidia.com/mig-1g.10gb",
         ),
     ]
-    count: Annotated[int, Field(ge=0, strict=True, description="instances wanted, in use or free")]
+    count: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_COUNT,
+            strict=True,
+            description="instances wanted, in use or free",
+        ),
+    ]
     priority: Priority = 1
 
 

@@ -15,21 +15,39 @@ from migplan.planner.inventory import Inventory
 from migplan.planner.schema import parse_model
 from migplan.planner.spec import GPUPartitionPlan
 
+MAX_INPUT_BYTES = 64 * 2**20
+"""Larger than any inventory (10,000 nodes take about 25 MB)."""
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML was built with it: 10,000-node inventories spent 19 of
 26 s in the pure-Python parser. Both construct only plain YAML types."""
 
 
-def read_yaml_documents(path: Path) -> list[Any]:
-    """Every YAML document in `path` (empty documents skipped)."""
+def read_text(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of `path`, refused when larger than `limit` bytes (/dev/zero included)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
     except FileNotFoundError:
         raise MigplanInputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise MigplanInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise MigplanInputError(
+            f"{path}: larger than {limit // 2**20} MiB; not an input migplan reads"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise MigplanInputError(f"{path}: cannot read: {exc}") from None
+
+
+def read_yaml_documents(path: Path) -> list[Any]:
+    """Every YAML document in `path` (empty documents skipped)."""
+    text = read_text(path)
     try:
         return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc is not None]
+    except RecursionError:
+        raise MigplanInputError(f"{path}: not valid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

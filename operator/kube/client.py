@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -61,7 +62,8 @@ def connect(*, kubeconfig: str | None = None) -> client.ApiClient:
             api = config.new_client_from_config(config_file=kubeconfig)
             return cast(client.ApiClient, api)
         config.load_incluster_config()
-    except (config.ConfigException, OSError) as exc:
+    except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError) as exc:
+        # A kubeconfig that is not YAML, or YAML of another shape, is bad input too.
         raise MigplanInputError(
             f"no cluster to talk to ({' '.join(str(exc).split())}): set KUBECONFIG or --kubeconfig"
         ) from None

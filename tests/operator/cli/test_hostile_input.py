@@ -1,0 +1,119 @@
+"""Hostile and odd input gets one line on stderr and exit code 2, never a traceback (70)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from migplan.operator.cli.app import run
+
+ROOT = Path(__file__).resolve().parents[3]
+PLAN = yaml.safe_load((ROOT / "examples" / "plan.yaml").read_text())
+CLUSTER = yaml.safe_load((ROOT / "examples" / "cluster.yaml").read_text())
+
+
+def preview(tmp_path: Path, capsys, plan: object, cluster: object) -> tuple[int, str]:
+    plan_file, cluster_file = tmp_path / "plan.yaml", tmp_path / "cluster.yaml"
+    plan_file.write_text(plan if isinstance(plan, str) else yaml.safe_dump(plan))
+    cluster_file.write_text(cluster if isinstance(cluster, str) else yaml.safe_dump(cluster))
+    code = run(["preview", str(plan_file), "--cluster", str(cluster_file), "-o", "json"])
+    return code, capsys.readouterr().err
+
+
+def one_line_error(code: int, err: str) -> bool:
+    return code == 2 and err.count("\n") == 1 and err.startswith("migplan: error: ")
+
+
+def with_count(count: int) -> dict:
+    plan = copy.deepcopy(PLAN)
+    plan["spec"]["demand"]["profiles"][0]["count"] = count
+    return plan
+
+
+def test_huge_counts_are_refused(tmp_path: Path, capsys) -> None:
+    for count in (10**18, 10**29):  # CP-SAT "model invalid" and a TypeError before
+        code, err = preview(tmp_path, capsys, with_count(count), CLUSTER)
+        assert one_line_error(code, err), err
+        assert "less than or equal to 1000000" in err
+
+
+def test_deeply_nested_yaml_is_refused(tmp_path: Path, capsys) -> None:
+    code, err = preview(tmp_path, capsys, "a: " + "[" * 900 + "]" * 900, CLUSTER)
+    assert one_line_error(code, err), err  # RecursionError before
+
+
+def test_an_endless_file_is_refused(tmp_path: Path, capsys) -> None:
+    code = run(["preview", "/dev/zero", "--cluster", str(ROOT / "examples" / "cluster.yaml")])
+    err = capsys.readouterr().err
+    assert one_line_error(code, err), err  # MemoryError after 2.7 GB before
+    assert "larger than 64 MiB" in err
+
+
+def test_an_over_long_layout_is_refused_at_once(tmp_path: Path, capsys) -> None:
+    code = run(["check-layout", "H100-80GB", "+".join(f"1g.10gb@{k % 7}" for k in range(2000))])
+    err = capsys.readouterr().err
+    assert one_line_error(code, err), err  # 58 s before
+    assert "more than 64 instances" in err
+
+
+def test_a_malformed_kubeconfig_is_bad_input(tmp_path: Path, capsys) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("clusters: [\n  - {name: x\n")
+    code = run(["status", "--kubeconfig", str(kubeconfig)])
+    err = capsys.readouterr().err
+    assert one_line_error(code, err), err  # a yaml ParserError (exit 70) before
+
+
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.text(max_size=12),
+    st.sampled_from(["-", "7g.80gb@0", "1g.10gb@9", "3g.40gb@0+3g.40gb@4", "0 2 30 2 *", "2h"]),
+)
+
+
+def mutations(document: dict) -> st.SearchStrategy[dict]:
+    """`document` with one value somewhere replaced by an odd one."""
+    paths: list[tuple] = []
+
+    def walk(node: object, path: tuple) -> None:
+        paths.append(path)
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, (*path, key))
+        elif isinstance(node, list):
+            for k, value in enumerate(node):
+                walk(value, (*path, k))
+
+    walk(document, ())
+
+    def put(path: tuple, value: object) -> dict:
+        changed = copy.deepcopy(document)
+        if not path:
+            return changed
+        node = changed
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        return changed
+
+    return st.builds(put, st.sampled_from(paths[1:]), SCALARS)
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        mutations(PLAN).map(lambda p: (p, CLUSTER)), mutations(CLUSTER).map(lambda c: (PLAN, c))
+    )
+)
+def test_generated_plans_and_inventories_exit_0_or_2_with_one_line(
+    tmp_path_factory, capsys, case
+) -> None:
+    plan, cluster = case
+    code, err = preview(tmp_path_factory.mktemp("case"), capsys, plan, cluster)
+    assert code == 0 or one_line_error(code, err), (code, err)
