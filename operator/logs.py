@@ -41,3 +41,24 @@ def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
         logger_factory=lambda *_: structlog.PrintLogger(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    _quiet_client_libraries(show=threshold <= logging.DEBUG)
+
+
+class _LibraryHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Where the client libraries' stdlib logging goes (shown at debug only)."""
+
+
+def _quiet_client_libraries(*, show: bool) -> None:
+    """Give stdlib logging a root handler of migplan's own.
+
+    Without one, the Kubernetes client's `logging.error` sets up a default handler itself and
+    urllib3's retry warnings reach stderr: a failing kubeconfig exec plugin printed five lines
+    before migplan's one. Their messages now show with `--log-level debug` only; a process
+    that configures logging itself (kopf in the operator) adds its own handlers beside this.
+    """
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _LibraryHandler)]:
+        root.removeHandler(handler)
+    handler = _LibraryHandler(sys.stderr)
+    handler.setLevel(logging.DEBUG if show else logging.CRITICAL + 1)
+    root.addHandler(handler)

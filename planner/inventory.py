@@ -23,18 +23,29 @@ MAX_GPU_INDEX = 1023
 MAX_REQUEST = 1024
 """Instances of one profile one pod may ask for."""
 
-PodName = Annotated[str, Field(pattern=r"^[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*$")]
+PodName = Annotated[
+    str, Field(pattern=r"^[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*$", max_length=317)
+]
 """A pod as `namespace/name`."""
+DnsName = Annotated[
+    str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", min_length=1, max_length=253)
+]
+"""A node, namespace or pod name as Kubernetes allows it (nothing a terminal would obey)."""
 
 
 class GpuInfo(CamelModel):
     """One GPU of a node."""
 
     index: Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]
-    model: Annotated[str, Field(description="catalog key or product name")]
-    uuid: str | None = None
+    model: Annotated[str, Field(max_length=128, description="catalog key or product name")]
+    uuid: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")] | None = None
     mig_enabled: bool = True
-    layout: str = Field(default="-", description="current layout in canonical form")
+    layout: str = Field(
+        default="-",
+        min_length=1,
+        max_length=4096,
+        description="current layout in canonical form (- for an empty GPU)",
+    )
     in_use: dict[str, PodName] = Field(
         default_factory=dict, description="instance (profile@start) -> pod using it"
     )
@@ -46,7 +57,7 @@ class GpuInfo(CamelModel):
 class NodeInfo(CamelModel):
     """A GPU node."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: DnsName
     labels: dict[str, str] = Field(default_factory=dict)
     gpus: tuple[GpuInfo, ...] = ()
 
@@ -54,8 +65,8 @@ class NodeInfo(CamelModel):
 class PendingPod(CamelModel):
     """A pod waiting for MIG resources."""
 
-    namespace: Annotated[str, Field(min_length=1)]
-    name: Annotated[str, Field(min_length=1)]
+    namespace: DnsName
+    name: DnsName
     requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]]
     labels: dict[str, str] = Field(default_factory=dict)
 
@@ -126,6 +137,19 @@ def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog) -> GpuState:
     )
 
 
+def _check_pods_on_one_node(inventory: Inventory) -> None:
+    """A pod runs on one node: the same pod on two nodes is a broken snapshot."""
+    where: dict[str, str] = {}
+    for node in inventory.nodes:
+        for gpu in node.gpus:
+            for pod in (*gpu.in_use.values(), *([gpu.whole_gpu_pod] if gpu.whole_gpu_pod else [])):
+                if where.setdefault(pod, node.name) != node.name:
+                    raise MigplanInputError(
+                        f"inventory: pod {pod} holds GPUs on two nodes, {where[pod]} and "
+                        f"{node.name}; a pod runs on one node"
+                    )
+
+
 def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
     """Every GPU of `inventory`, checked against `catalog`, in node then index order.
 
@@ -142,6 +166,7 @@ def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
         if len(set(indices)) != len(indices):
             raise MigplanInputError(f"inventory: node {node.name} lists a GPU index twice")
         states += [_resolve_gpu(node, gpu, catalog) for gpu in node.gpus]
+    _check_pods_on_one_node(inventory)
     for pod in inventory.pending_pods:
         for resource in pod.requests:
             if resource.startswith("nvidia.com/mig-") and not is_mig_resource(resource):

@@ -96,8 +96,16 @@ def root(
     ctx.obj = CliState(profiles_dir=profiles_dir)
 
 
+def printable(text: str) -> str:
+    """`text` with control characters (terminal escape sequences among them) written as
+    escapes, so input cannot drive the terminal it is echoed to."""
+    return "".join(
+        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
+    )
+
+
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"migplan: error: {' '.join(message.split())}\n")
+    sys.stderr.write(f"migplan: error: {printable(' '.join(message.split()))}\n")
     return code
 
 

@@ -6,8 +6,8 @@ import typer
 import yaml
 
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, state
-from migplan.operator.cli.files import load_inventory, load_plan_manifest
-from migplan.operator.cli.preview import live_inventory
+from migplan.operator.cli.files import load_plan_manifest
+from migplan.operator.cli.preview import input_inventory
 from migplan.planner.migparted import mig_parted_config
 from migplan.planner.pipeline import plan_fleet
 
@@ -35,8 +35,14 @@ def mig_parted(
         update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
     )
     manifest = manifest.model_copy(update={"spec": spec})
-    inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
+    inventory = input_inventory(cluster, kubeconfig, cli.catalog)
     plan = plan_fleet(manifest, inventory, cli.catalog).plan
+    if not plan.gpus:
+        typer.echo(
+            f"migplan: warning: the nodeSelector of {manifest.metadata.name} selects no GPU "
+            "node: the config has no entries",
+            err=True,
+        )
     typer.echo(
         f"# mig-parted config for GPUPartitionPlan {manifest.metadata.name} "
         f"(input {plan.input_hash})"

@@ -17,9 +17,29 @@ from migplan.planner.spec import GPUPartitionPlan
 
 MAX_INPUT_BYTES = 64 * 2**20
 """Larger than any inventory (10,000 nodes take about 25 MB)."""
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader where PyYAML was built with it: 10,000-node inventories spent 19 of
-26 s in the pure-Python parser. Both construct only plain YAML types."""
+_BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class SafeLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
+    """libyaml's safe loader where PyYAML was built with it (10,000-node inventories spent 19
+    of 26 s in the pure-Python parser), constructing only plain YAML types, and refusing a key
+    given twice in one mapping: YAML says keys are unique, PyYAML silently keeps the last."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+SAFE_LOADER = SafeLoader
 
 
 def read_text(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:

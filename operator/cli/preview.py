@@ -18,7 +18,7 @@ from migplan.operator.cli.files import load_inventory, load_plan_manifest, write
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
 from migplan.planner.catalog import Catalog
-from migplan.planner.inventory import Inventory
+from migplan.planner.inventory import Inventory, resolve_inventory
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
 from migplan.planner.plan import GpuPlan, OperationKind, Plan
@@ -159,6 +159,16 @@ def live_inventory(kubeconfig: str | None) -> Inventory:
     return snapshot.inventory
 
 
+def input_inventory(cluster: Path | None, kubeconfig: str | None, catalog: Catalog) -> Inventory:
+    """The inventory from `cluster` (a file, checked whole: a broken GPU on a node the plan
+    does not select is still a broken file) or the live cluster."""
+    if cluster is None:
+        return live_inventory(kubeconfig)
+    inventory = load_inventory(cluster)
+    resolve_inventory(inventory, catalog)
+    return inventory
+
+
 def inventory(
     kubeconfig: KubeconfigOpt = None,
     output: Annotated[
@@ -208,7 +218,7 @@ def preview(
         progress(f"reading {plan_file}")
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {cluster}" if cluster else "reading the live cluster")
-        inventory = load_inventory(cluster) if cluster else live_inventory(kubeconfig)
+        inventory = input_inventory(cluster, kubeconfig, cli.catalog)
         progress("checking the inventory")
         outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress)
         progress("writing the plan")

@@ -117,3 +117,122 @@ def test_generated_plans_and_inventories_exit_0_or_2_with_one_line(
     plan, cluster = case
     code, err = preview(tmp_path_factory.mktemp("case"), capsys, plan, cluster)
     assert code == 0 or one_line_error(code, err), (code, err)
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path, capsys) -> None:
+    text = yaml.safe_dump(PLAN).replace("spec:\n", "spec:\n  dryRun: true\n  dryRun: false\n", 1)
+    code, err = preview(tmp_path, capsys, text, CLUSTER)
+    assert one_line_error(code, err), err
+    assert "'dryRun' appears twice" in err  # the last one silently won before
+
+
+def test_escape_sequences_in_input_are_not_echoed_raw(tmp_path: Path, capsys) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["nodes"][0]["gpus"][0]["model"] = "\x1b]0;owned\x07\x1b[2J"
+    code, err = preview(tmp_path, capsys, PLAN, cluster)
+    assert one_line_error(code, err), err
+    assert "\x1b" not in err
+    assert "\\x1b" in err
+
+
+def test_a_node_name_kubernetes_would_refuse_is_refused(tmp_path: Path, capsys) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["nodes"][0]["name"] = "Node\x1b[31mRed"
+    code, err = preview(tmp_path, capsys, PLAN, cluster)
+    assert one_line_error(code, err), err
+
+
+def test_a_broken_gpu_on_an_unselected_node_is_reported(tmp_path: Path, capsys) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    other = next(n for n in cluster["nodes"] if n["labels"].get("migplan.io/pool") != "shared")
+    other["gpus"][0]["layout"] = "7g.80gb@3"  # invalid start
+    code, err = preview(tmp_path, capsys, PLAN, cluster)
+    assert one_line_error(code, err), err  # accepted before: the plan does not select it
+    assert other["name"] in err
+
+
+def test_the_same_pod_on_two_nodes_is_refused(tmp_path: Path, capsys) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    holders = [(n, g) for n in cluster["nodes"] for g in n["gpus"] if g.get("inUse")]
+    (_, gpu_a), (_, gpu_b) = next(
+        (a, b) for a in holders for b in holders if a[0]["name"] != b[0]["name"]
+    )
+    pod = next(iter(gpu_a["inUse"].values()))
+    gpu_b["inUse"] = dict.fromkeys(gpu_b["inUse"], pod)
+    code, err = preview(tmp_path, capsys, PLAN, cluster)
+    assert one_line_error(code, err), err
+    assert "two nodes" in err
+
+
+def test_an_empty_string_is_not_a_layout(tmp_path: Path, capsys) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["nodes"][0]["gpus"][0]["layout"] = ""
+    cluster["nodes"][0]["gpus"][0].pop("inUse", None)
+    code, err = preview(tmp_path, capsys, PLAN, cluster)
+    assert one_line_error(code, err), err
+
+
+def test_an_export_that_selects_no_node_warns(tmp_path: Path, capsys) -> None:
+    plan = copy.deepcopy(PLAN)
+    plan["spec"]["nodeSelector"] = {"matchLabels": {"migplan.io/pool": "nowhere"}}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(plan))
+    code = run(
+        [
+            "export",
+            "mig-parted",
+            str(tmp_path / "plan.yaml"),
+            "--cluster",
+            str(ROOT / "examples" / "cluster.yaml"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err.startswith("migplan: warning: the nodeSelector of shared-pool selects no GPU node")
+
+
+def test_a_failing_kubeconfig_exec_plugin_gives_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [
+                    {
+                        "name": "u",
+                        "user": {
+                            "exec": {
+                                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                                "command": "/bin/false",
+                                "interactiveMode": "Never",
+                            }
+                        },
+                    }
+                ],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from migplan.operator.cli.app import main; main()",
+            "status",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONSAFEPATH": "1"},
+    )
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1, done.stderr  # five lines before (ERROR:root, urllib3)
+    assert done.stderr.startswith("migplan: error: cannot reach the Kubernetes API")
