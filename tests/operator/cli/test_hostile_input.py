@@ -126,12 +126,23 @@ def test_a_key_given_twice_is_refused(tmp_path: Path, capsys) -> None:
     assert "'dryRun' appears twice" in err  # the last one silently won before
 
 
-def test_escape_sequences_in_input_are_not_echoed_raw(tmp_path: Path, capsys) -> None:
+def test_escape_sequences_in_names_never_reach_the_terminal(tmp_path: Path, capsys) -> None:
+    # The text preview printed node names as given: an escape sequence in one cleared the
+    # screen of whoever previewed the inventory.
     cluster = copy.deepcopy(CLUSTER)
-    cluster["nodes"][0]["gpus"][0]["model"] = "\x1b]0;owned\x07\x1b[2J"
-    code, err = preview(tmp_path, capsys, PLAN, cluster)
+    cluster["nodes"][0]["name"] = "a100-node-1\x1b[2J"
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    code = run(
+        [
+            "preview",
+            str(ROOT / "examples" / "plan.yaml"),
+            "--cluster",
+            str(tmp_path / "cluster.yaml"),
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err
     assert one_line_error(code, err), err
-    assert "\x1b" not in err
     assert "\\x1b" in err
 
 
