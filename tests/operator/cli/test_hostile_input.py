@@ -247,3 +247,30 @@ def test_a_failing_kubeconfig_exec_plugin_gives_one_line(tmp_path: Path) -> None
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1, done.stderr  # five lines before (ERROR:root, urllib3)
     assert done.stderr.startswith("migplan: error: cannot reach the Kubernetes API")
+
+
+def test_a_json_inventory_plans_like_the_yaml_one_and_refuses_duplicate_keys(
+    tmp_path: Path, capsys
+) -> None:
+    import json
+
+    def plan_from(cluster_text: str) -> tuple[int, str, str]:
+        (tmp_path / "plan.yaml").write_text(yaml.safe_dump(PLAN))
+        (tmp_path / "cluster.json").write_text(cluster_text)
+        argv = ["preview", str(tmp_path / "plan.yaml"), "--cluster", str(tmp_path / "cluster.json")]
+        code = run([*argv, "-o", "json"])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    def stable(out: str) -> dict:
+        doc = json.loads(out)
+        doc.pop("solver")
+        return doc
+
+    yaml_code, yaml_out, _ = plan_from(yaml.safe_dump(CLUSTER))
+    json_code, json_out, _ = plan_from(json.dumps(CLUSTER))
+    assert yaml_code == json_code == 0
+    assert stable(json_out) == stable(yaml_out)
+    code, _, err = plan_from(json.dumps(CLUSTER)[:-1] + ', "kind": "Inventory"}')
+    assert one_line_error(code, err), err
+    assert "'kind' appears twice" in err
