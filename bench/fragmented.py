@@ -13,7 +13,8 @@ nos-style greedy, first-fit and static-geometry baselines run on the same input 
 process. "never worse" checks migplan's plan against each baseline on the whole lexicographic
 objective (demand, evictions, GPUs changed, nodes touched, headroom, operations).
 
-    .venv/bin/python bench/fragmented.py [--quick] [--only TEXT] [--time-limit S] [--json PATH]
+    .venv/bin/python bench/fragmented.py [--quick] [--only TEXT] [--time-limit S] [--json-inventory]
+        [--cli-pythonpath DIR] [--json PATH]
 """
 
 from __future__ import annotations
@@ -130,7 +131,11 @@ def run_cli(
 
 
 def measure(
-    case: Scenario, workdir: Path, env: dict[str, str], time_limit: float | None = None
+    case: Scenario,
+    workdir: Path,
+    env: dict[str, str],
+    time_limit: float | None = None,
+    json_inventory: bool = False,
 ) -> Row:
     """Write the scenario's files, run the CLI and the baselines, compare."""
     inventory_doc, plan_doc = scenarios.fragmented(
@@ -139,7 +144,11 @@ def measure(
     if time_limit is not None:
         plan_doc["spec"]["solver"] = {"timeLimitSeconds": time_limit}  # type: ignore[index]
     inv_path, plan_path = workdir / "inventory.yaml", workdir / "plan.yaml"
-    inv_path.write_text(yaml.safe_dump(inventory_doc, sort_keys=False))
+    inv_path.write_text(
+        json.dumps(inventory_doc)
+        if json_inventory
+        else yaml.safe_dump(inventory_doc, sort_keys=False)
+    )
     plan_path.write_text(yaml.safe_dump(plan_doc, sort_keys=False))
     doc, wall, rss = run_cli(plan_path, inv_path, workdir, env)
     ours = Plan.model_validate(doc)
@@ -229,6 +238,9 @@ def main() -> None:
         "--time-limit", type=float, help="the plans' spec.solver.timeLimitSeconds (default 10)"
     )
     parser.add_argument(
+        "--json-inventory", action="store_true", help="write the inventories as JSON, not YAML"
+    )
+    parser.add_argument(
         "--cli-pythonpath",
         help="run the preview with this PYTHONPATH first: an installed copy of another migplan "
         "version, for before/after figures (pip install --no-deps --target DIR WHEEL)",
@@ -242,7 +254,7 @@ def main() -> None:
         for case in family(args.quick):
             if args.only and args.only not in case.name:
                 continue
-            row = measure(case, Path(tmp), env, args.time_limit)
+            row = measure(case, Path(tmp), env, args.time_limit, args.json_inventory)
             rows.append(row)
             print(
                 f"  {row.scenario:<36} {row.cli_seconds:6.2f} s  {row.status:<8} "
@@ -261,6 +273,7 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 "time_limit": args.time_limit or 10.0,
                 "cli_pythonpath": args.cli_pythonpath,
+                "inventory_format": "json" if args.json_inventory else "yaml",
                 "scenarios": scenarios.fragmented.__doc__,
                 "rows": [asdict(r) for r in rows],
             },

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets
@@ -26,7 +27,7 @@ from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel, demand_weight
 from migplan.planner.solver.objective import Score, score
-from migplan.planner.solver.pools import build_pools, for_demand_alone
+from migplan.planner.solver.pools import PoolSet, build_pools, for_demand_alone
 from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve_stages
 from migplan.planner.spec import Disruption, PolicySpec
 
@@ -89,27 +90,10 @@ def plan(
     note(f"{len(pools.pools)} pools, {pools.option_count()} options; building the model")
     pm = PlanningModel(classes=classes, pools=pools, demand=demand, policy=policy).build()
 
-    keep = {gpu_key(g): g.layout for g in gpus}
-    starts = [(KEEP, keep), *((n, {**keep, **f(gpus, demand)}) for n, f in STARTS)]
-    # Best first; sorting is stable, so on ties the earlier (keep everything) leads.
-    ranked = sorted(
-        ((score(gpus, t, demand, rebuild=rebuild), name, t) for name, t in starts),
-        key=lambda s: s[0],
-        reverse=True,
-    )
-    hints: dict[str, dict[int, int] | None] = {}
-
-    def hint_of(name: str, targets: Targets) -> dict[int, int] | None:
-        """The plan as a model solution; None if the policy does not allow it."""
-        if name not in hints:
-            hints[name] = hint_from_targets(pm, targets)
-        return hints[name]
-
-    # Keeping everything is always allowed, so a start is always found.
-    start, hint = next((n, h) for _, n, t in ranked if (h := hint_of(n, t)) is not None)
+    starts = _Starts.of(pm, gpus, demand)
+    start, hint = starts.first_allowed(starts.ranked)
     note(f"starting from {start}; {pm.variable_count()} variables")
     built = time.monotonic() - started
-
     reserve = ASSEMBLY_SHARE * time_limit
 
     def run(
@@ -134,35 +118,16 @@ def plan(
     if demand_pools is None:
         result = run(pm, hint, STAGES)
     else:
-        small = PlanningModel(classes=classes, pools=demand_pools, demand=demand, policy=policy)
-        first = run(small.build(), hint_of_small(small, ranked), STAGES[:1])
-        met = sum(demand_weight(d) * first.value(v) for d, v in zip(demand, small.met, strict=True))
-        pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
-        # Evictions were free there: keep what in-use instances the demand met allows. A
-        # starting plan that meets as much is often better still for the later stages.
-        repaired = keeping_more(pm, map_to_gpus(pm=small, result=first, policy=policy))
-        options = [(score(gpus, repaired, demand, rebuild=rebuild), "repaired", repaired)]
-        options += [r for r in ranked if r[0].weighted_met >= met]
-        start_full = next(
-            (
-                h
-                for _, name, t in sorted(options, key=lambda o: o[0], reverse=True)
-                if (h := hint_of(name, t)) is not None
-            ),
-            None,
-        )
-        if start_full is None:  # a planner bug, but the carried-over solution still holds
-            start_full = carry_over(first.values, source=small, target=pm)
-        result = run(pm, start_full, STAGES[1:], first)
+        result = _solve_demand_first(pm, demand_pools, starts, run)
     note("placing instances on GPUs")
     solved = map_to_gpus(pm=pm, result=result, policy=policy)
-    # Never worse than where it started: the solver's plan against every starting point.
-    # Ties go to the solver's plan (it comes first and max keeps the first).
-    candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved), *ranked]
+    # Never worse than where it started: the solver's plan against every starting point the
+    # policy allows. Sorting is stable, so on ties the solver's plan (listed first) wins.
+    candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved), *starts.ranked]
     chosen_score, chosen, targets = next(
         c
         for c in sorted(candidates, key=lambda c: c[0], reverse=True)
-        if c[1] == SOLVER or hint_of(c[1], c[2]) is not None
+        if c[1] == SOLVER or starts.hint(c[1], c[2]) is not None
     )
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
@@ -189,12 +154,77 @@ def plan(
     )
 
 
-def hint_of_small(
-    pm: PlanningModel, ranked: Sequence[tuple[Score, str, Targets]]
-) -> dict[int, int]:
-    """The best starting plan as a solution of the demand-only model (keeping everything
-    always is one)."""
-    return next(h for _, _, t in ranked if (h := hint_from_targets(pm, t)) is not None)
+Ranked = list[tuple[Score, str, Targets]]
+
+
+@dataclass
+class _Starts:
+    """The starting plans, best first on the whole objective, and each as a solution of the
+    model (None where the policy does not allow the plan: it evicts, breaks a limit...)."""
+
+    pm: PlanningModel
+    gpus: Sequence[GpuState]
+    demand: Sequence[DemandItem]
+    ranked: Ranked
+    hints: dict[str, dict[int, int] | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, pm: PlanningModel, gpus: Sequence[GpuState], demand: Sequence[DemandItem]
+    ) -> _Starts:
+        """Keep everything, then each baseline; sorting is stable, so on ties keep leads."""
+        keep = {gpu_key(g): g.layout for g in gpus}
+        plans = [(KEEP, keep), *((n, {**keep, **f(gpus, demand)}) for n, f in STARTS)]
+        return cls(pm, gpus, demand, _ranked(pm, gpus, demand, plans))
+
+    def hint(self, name: str, targets: Targets) -> dict[int, int] | None:
+        """`targets` (named `name`) as a solution of the model; computed once per name."""
+        if name not in self.hints:
+            self.hints[name] = hint_from_targets(self.pm, targets)
+        return self.hints[name]
+
+    def first_allowed(self, plans: Ranked) -> tuple[str, dict[int, int]]:
+        """The best of `plans` the model can express (keeping everything always is one)."""
+        return next((n, h) for _, n, t in plans if (h := self.hint(n, t)) is not None)
+
+
+def _ranked(
+    pm: PlanningModel,
+    gpus: Sequence[GpuState],
+    demand: Sequence[DemandItem],
+    plans: Sequence[tuple[str, Targets]],
+) -> Ranked:
+    rebuild = pm.policy.whole_gpu_rebuild
+    scored = [(score(gpus, t, demand, rebuild=rebuild), name, t) for name, t in plans]
+    return sorted(scored, key=lambda s: s[0], reverse=True)
+
+
+def _solve_demand_first(
+    pm: PlanningModel,
+    demand_pools: PoolSet,
+    starts: _Starts,
+    run: Callable[..., StagedResult],
+) -> StagedResult:
+    """Stage 1 on the model with one route per class (`pools.for_demand_alone`), then the
+    later stages on the full model, which must meet as much, starting from the best plan
+    that does: the demand stage's plan keeping what in-use instances it can, or a starting
+    plan."""
+    small = PlanningModel(
+        classes=pm.classes, pools=demand_pools, demand=pm.demand, policy=pm.policy
+    ).build()
+    in_small = _Starts(small, starts.gpus, starts.demand, starts.ranked)
+    first = run(small, in_small.first_allowed(starts.ranked)[1], STAGES[:1])
+    met = sum(demand_weight(d) * first.value(v) for d, v in zip(pm.demand, small.met, strict=True))
+    pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
+    # Evictions were free there: keep what in-use instances the demand met allows.
+    repaired = keeping_more(pm, map_to_gpus(pm=small, result=first, policy=pm.policy))
+    meeting = [r for r in starts.ranked if r[0].weighted_met >= met]
+    plans = _ranked(pm, starts.gpus, starts.demand, [("repaired", repaired)]) + meeting
+    try:
+        _, hint = starts.first_allowed(sorted(plans, key=lambda p: p[0], reverse=True))
+    except StopIteration:  # a planner bug, but the carried-over solution still holds
+        hint = carry_over(first.values, source=small, target=pm)
+    return run(pm, hint, STAGES[1:], first)
 
 
 def _report(
