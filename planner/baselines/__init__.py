@@ -9,6 +9,13 @@ Each returns a Plan built by `assemble_plan`, so the validator checks them like 
 
 from migplan.planner.baselines.first_fit import first_fit_plan, first_fit_targets
 from migplan.planner.baselines.greedy import greedy_plan, greedy_targets
-from migplan.planner.baselines.static import static_plan
+from migplan.planner.baselines.static import static_plan, static_targets
 
-__all__ = ["first_fit_plan", "first_fit_targets", "greedy_plan", "greedy_targets", "static_plan"]
+__all__ = [
+    "first_fit_plan",
+    "first_fit_targets",
+    "greedy_plan",
+    "greedy_targets",
+    "static_plan",
+    "static_targets",
+]

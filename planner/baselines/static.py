@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from migplan.planner.assemble import gpu_key
+from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
 from migplan.planner.enumeration import enumerate_layouts
@@ -18,9 +18,8 @@ from migplan.planner.layout import Layout
 from migplan.planner.plan import Plan
 
 
-def static_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
-    """The best-single-geometry-per-model plan."""
-    started = time.monotonic()
+def static_targets(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> dict[GpuKey, Layout]:
+    """The layouts the best-single-geometry-per-model plan changes."""
     missing = missing_demand(gpus, demand)
     # Free GPUs' current instances come back as supply once rebuilt.
     free_gpus = [g for g in gpus if not g.pins and not g.whole_gpu_pod]
@@ -50,6 +49,13 @@ def static_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
             targets[gpu_key(gpu)] = best
         for p, n in best.profile_counts().items():
             missing[p] = max(missing[p] - n * len(members), 0)
+    return targets
+
+
+def static_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:
+    """The best-single-geometry-per-model plan."""
+    started = time.monotonic()
+    targets = static_targets(gpus, demand)
     return heuristic_plan(
         method="static geometry",
         gpus=gpus,

@@ -2,7 +2,8 @@
 
 The pass, all inside one time limit:
 1. classes of interchangeable GPUs, pools of what changed GPUs can become (`pools.py`);
-2. starting points: keep everything, the nos-style greedy and the first-fit plans;
+2. starting points: keep everything, the nos-style greedy, first-fit and static-geometry
+   plans;
 3. the CP-SAT stages from the best starting point (`stages.py`);
 4. counts to concrete layouts with the fewest operations (`assign.py`);
 5. the best of the solver's plan and the starting points on the whole lexicographic
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
-from migplan.planner.baselines import first_fit_targets, greedy_targets
+from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
 from migplan.planner.demand import DemandItem
 from migplan.planner.explain import Explainer
 from migplan.planner.inventory import GpuState
@@ -38,6 +39,7 @@ Targets = dict[GpuKey, Layout]
 STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Targets]], ...] = (
     ("greedy (nos)", greedy_targets),
     ("first-fit", first_fit_targets),
+    ("static geometry", static_targets),
 )
 ASSEMBLY_SHARE = 0.15
 """Share of the time limit kept back for turning counts into layouts and the plan."""

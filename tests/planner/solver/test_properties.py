@@ -71,9 +71,33 @@ policies = st.builds(
 
 
 @st.composite
+def policies_with_rules(draw, gpus: list[GpuState]) -> PolicySpec:
+    """Any policy, also with allowedProfiles (some profiles may not be created anew) and
+    whole-GPU rebuilds (the mig-manager path)."""
+    allowed = {}
+    for model in sorted({g.model.model for g in gpus}):
+        if draw(st.booleans()):
+            names = [p.name for p in CATALOG.model(model).profiles]
+            allowed[model] = tuple(draw(st.lists(st.sampled_from(names), unique=True)))
+    return PolicySpec(
+        disruption=draw(st.sampled_from(list(Disruption))),
+        max_gpus_changed=draw(st.none() | st.integers(0, 3)),
+        max_nodes_changed=draw(st.none() | st.integers(0, 2)),
+        allowed_profiles=allowed,
+        whole_gpu_rebuild=draw(st.booleans()),
+    )
+
+
+@st.composite
 def problems(draw):
     gpus = draw(fleets())
     return gpus, draw(demands(gpus)), draw(policies)
+
+
+@st.composite
+def problems_with_rules(draw):
+    gpus = draw(fleets())
+    return gpus, draw(demands(gpus)), draw(policies_with_rules(gpus))
 
 
 def weighted(result, demand) -> int:
@@ -94,10 +118,10 @@ def test_plans_validate_and_keep_what_they_must(case) -> None:
             assert set(g.pins) <= set(Layout.parse(gp.after).instances)
 
 
-def lexicographic(result, gpus, demand):
+def lexicographic(result, gpus, demand, rebuild=False):
     """The plan's whole objective, scored on its target layouts."""
     targets = {(g.node, g.gpu): Layout.parse(g.after) for g in result.gpus}
-    return score(gpus, targets, demand)
+    return score(gpus, targets, demand, rebuild=rebuild)
 
 
 @settings(max_examples=40)
@@ -130,6 +154,20 @@ def test_allowing_evictions_never_meets_less(case) -> None:
     assert weighted(evicting, demand) >= weighted(kept, demand)
     if weighted(evicting, demand) == weighted(kept, demand):
         assert evicting.summary.evictions == 0  # no gain, no eviction
+
+
+@settings(max_examples=150)
+@given(problems_with_rules(), st.sampled_from([10.0, 1e-6]))
+def test_every_policy_gives_a_valid_plan_never_worse_than_keeping(case, time_limit) -> None:
+    gpus, demand, policy = case
+    result = plan(gpus, demand, policy, time_limit=time_limit)
+    assert result.solver.status in ("OPTIMAL", "FEASIBLE")
+    assert problems_of(result, gpus, demand, policy) == []
+    keep = {(g.node, g.index): g.layout for g in gpus}
+    rebuild = policy.whole_gpu_rebuild
+    assert lexicographic(result, gpus, demand, rebuild) >= score(
+        gpus, keep, demand, rebuild=rebuild
+    )
 
 
 def test_instance_helper_round_trip() -> None:
