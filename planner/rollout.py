@@ -89,8 +89,16 @@ def _benefit(gpus: Iterable[GpuPlan], wanted: set[str]) -> int:
 
 
 def rollout_nodes(plan: Plan) -> list[NodeRollout]:
-    """A record per node the plan changes, most beneficial first (then fewest evictions,
-    then name), so demand is met as early as the rollout allows."""
+    """A record per node the plan changes: nodes that evict nobody first, then the most
+    beneficial (then fewest evictions, then name), so demand is met as early as the rollout
+    allows.
+
+    Evicting last means the instances evicted pods are to move to already exist, and nodes
+    whose free instances go are finished before any pod is looking for one: otherwise the
+    scheduler could put an evicted pod on a free instance another node is about to destroy,
+    and that node's change would then fail on a busy GPU (seen with the mig-manager actuator,
+    which rebuilds whole GPUs).
+    """
     by_node: dict[str, list[GpuPlan]] = {}
     for g in plan.gpus:
         by_node.setdefault(g.node, []).append(g)
@@ -109,7 +117,7 @@ def rollout_nodes(plan: Plan) -> list[NodeRollout]:
                 benefit=_benefit(gpus, wanted),
             )
         )
-    records.sort(key=lambda r: (-r.benefit, len(r.evict), r.node))
+    records.sort(key=lambda r: (bool(r.evict), -r.benefit, len(r.evict), r.node))
     return [r.model_copy(update={"order": n}) for n, r in enumerate(records)]
 
 

@@ -59,7 +59,7 @@ OPERATOR_MAY = [
     ("get", "nodepartitions.migplan.io/status", None),
     ("create", "events", "default"),
     ("patch", "clusterkopfpeerings.kopf.dev", None),
-    ("update", "configmaps", "gpu-operator"),
+    ("create", "configmaps", "gpu-operator"),
 ]
 OPERATOR_MUST_NOT = [
     ("get", "secrets", "default"),
@@ -98,6 +98,30 @@ def test_operator_may(deployed, verb, resource, namespace) -> None:
 @pytest.mark.parametrize(("verb", "resource", "namespace"), OPERATOR_MUST_NOT)
 def test_operator_must_not(deployed, verb, resource, namespace) -> None:
     assert not can(deployed, OPERATOR, verb, resource, namespace)
+
+
+@pytest.mark.parametrize(
+    ("verb", "config_map", "allowed"),
+    [
+        ("get", "migplan-mig-parted-config", True),
+        ("update", "migplan-mig-parted-config", True),
+        ("get", "default-mig-parted-config", False),  # the GPU Operator's own config
+        ("update", "default-mig-parted-config", False),
+        ("update", "kube-root-ca.crt", False),
+    ],
+)
+def test_operator_touches_only_its_own_config_map(deployed, verb, config_map, allowed) -> None:
+    result = deployed.kubectl(
+        "auth",
+        "can-i",
+        verb,
+        f"configmaps/{config_map}",
+        "-n",
+        "gpu-operator",
+        f"--as={OPERATOR}",
+        check=False,
+    )
+    assert result.stdout.strip() == ("yes" if allowed else "no"), result.stderr
 
 
 @pytest.mark.parametrize(("verb", "resource", "namespace"), AGENT_MAY)

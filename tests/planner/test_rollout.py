@@ -71,10 +71,12 @@ def test_records_cover_changed_nodes_with_their_whole_target(catalog) -> None:
         gpu = next(g for g in plan.gpus if g.node == record.node)
         assert [t.layout for t in record.gpus] == [gpu.after]
         assert [t.layout for t in record.before] == [gpu.before]
-    # Ordered by benefit: the node that gains two 3g instances goes first.
+    # The node that evicts nobody goes first, so the evicted pod finds its new instance made
+    # and no free instance it might take is destroyed after; then the one gaining two 3g.
     ordered = sorted(records.values(), key=lambda r: r.order)
-    assert ordered[0].benefit == 2
-    assert ordered[0].disruptive
+    assert ordered[0].evict == ()
+    assert ordered[1].benefit == 2
+    assert ordered[1].evict
 
 
 def record(node: str, order: int, step=NodeStep.PENDING, disruptive=True) -> NodeRollout:
