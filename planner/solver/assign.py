@@ -25,10 +25,10 @@ from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.model import NodeGroup, PlanningModel
-from migplan.planner.solver.pools import Pool, allowed_new_profiles
+from migplan.planner.solver.pools import Pool, class_space
 from migplan.planner.solver.stages import StagedResult
 from migplan.planner.spec import PolicySpec
-from migplan.planner.tables import layout_table, mask_of, profile_mask, rows_within
+from migplan.planner.tables import mask_of, rows_within
 
 
 @dataclass(frozen=True)
@@ -78,16 +78,9 @@ def best_layouts(
     """For each of `options` of `pool`, the layout a GPU of `cls` takes: at least the option's
     supply and headroom, the fewest operations from the class's current layout."""
     model = cls.model
-    new = allowed_new_profiles(model, policy) & set(profiles)
+    table, allowed = class_space(cls, policy=policy, profiles=profiles)
     current = mask_of(model, cls.current.instances)
-    table = layout_table(model, frozenset(new | {i.profile for i in cls.current.instances}))
-    rows = np.flatnonzero(
-        rows_within(
-            table,
-            keep=mask_of(model, pool.key.kept),
-            allowed=profile_mask(model, new) | current,
-        )
-    )
+    rows = np.flatnonzero(rows_within(table, keep=mask_of(model, pool.key.kept), allowed=allowed))
     supply = table.supply(tuple(profiles))[rows]
     if policy.whole_gpu_rebuild:
         ops = 2 * (len(cls.current) + table.sizes[rows])

@@ -19,9 +19,9 @@ from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.demand import DemandKind
 from migplan.planner.layout import Layout
 from migplan.planner.solver.model import PlanningModel
-from migplan.planner.solver.pools import allowed_new_profiles, supply_of_layout
+from migplan.planner.solver.pools import class_space, supply_of_layout
 from migplan.planner.spec import Disruption
-from migplan.planner.tables import headroom, layout_table, mask_of, profile_mask, rows_within
+from migplan.planner.tables import headroom, mask_of, rows_within
 
 
 def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] | None:
@@ -169,9 +169,7 @@ def keeping_more(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> dict[Gp
 def _keep_more(pm: PlanningModel, c: int, target: Layout) -> Layout:
     cls = pm.classes[c]
     model = cls.model
-    new = allowed_new_profiles(model, pm.policy) & set(pm.pools.profiles)
-    table = layout_table(model, frozenset(new | {i.profile for i in cls.current.instances}))
-    allowed = profile_mask(model, new) | mask_of(model, cls.current.instances)
+    table, allowed = class_space(cls, policy=pm.policy, profiles=pm.pools.profiles)
     wanted = supply_of_layout(target, pm.pools.profiles)
     supply = table.supply(pm.pools.profiles)
     enough = (supply >= wanted).all(axis=1)

@@ -28,6 +28,7 @@ from migplan.planner.solver.classes import GpuClass
 from migplan.planner.spec import Disruption, PolicySpec
 from migplan.planner.tables import (
     IntArray,
+    LayoutTable,
     headroom,
     layout_table,
     mask_of,
@@ -103,6 +104,17 @@ def supply_of_layout(layout: Layout, profiles: Sequence[str]) -> IntArray:
     """Instances of each of `profiles` in `layout`."""
     counts = layout.profile_counts()
     return np.array([counts.get(p, 0) for p in profiles], dtype=np.int64)
+
+
+def class_space(
+    cls: GpuClass, *, policy: PolicySpec, profiles: Sequence[str]
+) -> tuple[LayoutTable, int]:
+    """Every layout a GPU of `cls` may take (its current instances, or new ones of profiles
+    policy lets it create), as a table and the mask of instances allowed in it."""
+    model = cls.model
+    new = allowed_new_profiles(model, policy) & set(profiles)
+    table = layout_table(model, frozenset(new | {i.profile for i in cls.current.instances}))
+    return table, profile_mask(model, new) | mask_of(model, cls.current.instances)
 
 
 def _pareto(values: IntArray) -> IntArray:

@@ -218,7 +218,12 @@ def test_evictions_route_through_the_pool_of_what_stays(gpu, want) -> None:
 def test_report_names_the_starting_plan_and_the_plan_returned(gpu, want) -> None:
     gpus = [gpu("A100-40GB", "3g.20gb@0", pins={"3g.20gb@0": "ns/a"}), gpu("A100-40GB", node="b")]
     result = solve(gpus, [want("2g.10gb", 3)])
-    assert result.solver.started_from in ("keep everything", "greedy (nos)", "first-fit")
+    assert result.solver.started_from in (
+        "keep everything",
+        "greedy (nos)",
+        "first-fit",
+        "static geometry",
+    )
     assert result.solver.chosen == "cp-sat"
     assert result.solver.bound == result.solver.objective
     assert result.solver.gap == 0.0
