@@ -1,17 +1,28 @@
 # migplan container image: the operator, the node agent and the CLI in one image.
 # Build: docker build -t migplan:dev .
-# Dependencies are installed with the same pins (constraints.txt) as scripts/lib.sh uses.
+# Reproducible: the base is pinned by digest (the multi-architecture index of the tag, as
+# published; the build machines here cannot pull from registries, so it was not re-checked
+# here), and every Python package, the build backend included, by version and sha256
+# (image-requirements.txt, made by scripts/lock-image from constraints.txt): pip installs
+# exactly those files or fails.
+ARG BASE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
-FROM python:3.11.14-slim-bookworm AS build
+FROM ${BASE} AS build
+# The project's own operator/ folder must not shadow the standard library's operator module.
+ENV PYTHONSAFEPATH=1
 WORKDIR /src
-COPY pyproject.toml constraints.txt README.md ./
+COPY image-requirements.txt ./
+RUN python -m venv /opt/migplan \
+ && /opt/migplan/bin/pip install --no-cache-dir --disable-pip-version-check \
+      --require-hashes --no-deps -r image-requirements.txt
+COPY pyproject.toml README.md ./
 COPY planner/ planner/
 COPY operator/ operator/
 COPY profiles/ profiles/
-RUN python -m venv /opt/migplan \
- && /opt/migplan/bin/pip install --no-cache-dir --disable-pip-version-check -c constraints.txt .
+RUN /opt/migplan/bin/pip install --no-cache-dir --disable-pip-version-check \
+      --no-deps --no-build-isolation --no-index .
 
-FROM python:3.11.14-slim-bookworm
+FROM ${BASE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="migplan" \
       org.opencontainers.image.description="MIG partition planner and reconfiguration operator for Kubernetes" \

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -42,11 +44,50 @@ class SafeLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
 
 SAFE_LOADER = SafeLoader
 
+FIFO_WRITER_WAIT_SECONDS = 30.0
+"""How long a named pipe may go without a writer before reading it is given up."""
 
-def read_text(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of `path`, refused when larger than `limit` bytes (/dev/zero included)."""
+
+def _open_for_reading(path: Path, *, wait: float) -> BinaryIO:
+    """`path` opened for binary reading. Opening a named pipe blocks until something opens it
+    for writing, possibly never: that wait is bounded by `wait` seconds (the opener thread is
+    a daemon, so an abandoned open does not keep the process alive). Once open, a slow writer
+    is waited for as long as it keeps the pipe open."""
     try:
-        with path.open("rb") as handle:
+        is_fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        is_fifo = False
+    if not is_fifo:
+        return path.open("rb")
+    opened: list[BinaryIO] = []
+    failed: list[OSError] = []
+
+    def opener() -> None:
+        try:
+            opened.append(path.open("rb"))
+        except OSError as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=opener, name=f"open {path}", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if failed:
+        raise failed[0]
+    if not opened:
+        raise MigplanInputError(
+            f"{path}: a named pipe that nothing wrote to within {wait:g} s; "
+            "start the writer first, or pass a file"
+        )
+    return opened[0]
+
+
+def read_text(path: Path, *, limit: int = MAX_INPUT_BYTES, wait: float | None = None) -> str:
+    """The UTF-8 text of `path`, refused when larger than `limit` bytes (/dev/zero included)
+    or, for a named pipe, when no writer opens it within `wait` seconds (default
+    FIFO_WRITER_WAIT_SECONDS)."""
+    wait = FIFO_WRITER_WAIT_SECONDS if wait is None else wait
+    try:
+        with _open_for_reading(path, wait=wait) as handle:
             data = handle.read(limit + 1)
     except FileNotFoundError:
         raise MigplanInputError(f"{path}: no such file") from None

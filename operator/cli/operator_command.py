@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -10,6 +11,13 @@ from migplan.operator.cli.context import KubeconfigOpt
 from migplan.planner.errors import MigplanInputError
 
 PEERING = "migplan"
+
+
+class MetricsAuth(StrEnum):
+    """Who may read the metrics endpoint."""
+
+    none = "none"
+    kubernetes = "kubernetes"
 
 
 def operator(
@@ -23,6 +31,17 @@ def operator(
     metrics_port: Annotated[
         int, typer.Option(min=0, max=65535, help="Prometheus metrics port (0: none).")
     ] = 9090,
+    metrics_auth: Annotated[
+        MetricsAuth,
+        typer.Option(
+            case_sensitive=False,
+            help="Who may scrape /metrics. none: anyone who can reach the port (limit it with "
+            "the NetworkPolicy deploy/ ships). kubernetes: callers whose bearer token the API "
+            "server accepts (TokenReview) and whom RBAC lets get the non-resource URL /metrics "
+            "(SubjectAccessReview); needs the system:auth-delegator role "
+            "(deploy/components/metrics-auth).",
+        ),
+    ] = MetricsAuth.none,
     tick: Annotated[
         float,
         typer.Option(min=0.2, help="Seconds between rollout steps and rebalance checks per plan."),
@@ -60,9 +79,9 @@ def operator(
     import os
 
     import kopf
-    from prometheus_client import start_http_server
 
     from migplan.operator.controller import handlers
+    from migplan.operator.controller.metrics_server import KubernetesAuthorizer, serve_metrics
     from migplan.operator.kube import client as kube
 
     if kubeconfig:
@@ -80,7 +99,10 @@ def operator(
         mig_config_map=(namespace, config_map),
     )
     if metrics_port:
-        start_http_server(metrics_port)
+        authorize = None
+        if metrics_auth is MetricsAuth.kubernetes:
+            authorize = KubernetesAuthorizer(api=kube.connect(kubeconfig=kubeconfig))
+        serve_metrics(port=metrics_port, authorize=authorize)
     if not standalone:
         kube.ensure_cluster_object(
             kube.connect(kubeconfig=kubeconfig),

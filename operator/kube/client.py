@@ -10,6 +10,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast
 
 import yaml
@@ -347,3 +348,48 @@ def create_event(
         count=1,
     )
     client.CoreV1Api(api).create_namespaced_event(namespace, body)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a bearer token belongs to, as the API server's TokenReview says."""
+
+    username: str
+    uid: str
+    groups: tuple[str, ...]
+    extra: dict[str, list[str]]
+
+
+def review_token(api: client.ApiClient, *, token: str) -> Identity | None:
+    """The identity behind `token` (TokenReview), or None when the API server does not
+    accept it."""
+    review = client.AuthenticationV1Api(api).create_token_review(
+        client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+    )
+    status = review.status
+    if status is None or not status.authenticated or status.user is None:
+        return None
+    user = status.user
+    return Identity(
+        username=user.username or "",
+        uid=user.uid or "",
+        groups=tuple(user.groups or ()),
+        extra={key: list(values) for key, values in (user.extra or {}).items()},
+    )
+
+
+def may_access_path(api: client.ApiClient, *, who: Identity, verb: str, path: str) -> bool:
+    """Whether RBAC lets `who` do `verb` on the non-resource URL `path`
+    (SubjectAccessReview)."""
+    review = client.AuthorizationV1Api(api).create_subject_access_review(
+        client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=who.username,
+                uid=who.uid or None,
+                groups=list(who.groups),
+                extra=who.extra or None,
+                non_resource_attributes=client.V1NonResourceAttributes(path=path, verb=verb),
+            )
+        )
+    )
+    return bool(review.status and review.status.allowed)

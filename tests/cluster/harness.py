@@ -509,14 +509,19 @@ class ControlPlane:
 
         self._wait(ready, f"kube-apiserver {path}")
 
-    def service_account_kubeconfig(self, *, namespace: str, name: str) -> Path:
+    def service_account_kubeconfig(
+        self, *, namespace: str, name: str, bound_pod: str | None = None
+    ) -> Path:
         """A kubeconfig that acts as ServiceAccount `namespace/name` (a bound token from the
-        TokenRequest API), so a test runs a component with exactly its shipped RBAC."""
+        TokenRequest API), so a test runs a component with exactly its shipped RBAC. With
+        `bound_pod` the token is that pod's, as the kubelet would mount it: it names the
+        pod's node (userInfo.extra authentication.kubernetes.io/node-name)."""
+        bound = ["--bound-object-kind=Pod", f"--bound-object-name={bound_pod}"]
         token = self.kubectl(
-            "create", "token", name, "-n", namespace, "--duration=6h"
+            "create", "token", name, "-n", namespace, "--duration=6h", *(bound if bound_pod else [])
         ).stdout.strip()
         return _kubeconfig(
-            self.run_dir / f"{namespace}-{name}.kubeconfig",
+            self.run_dir / f"{namespace}-{name}-{bound_pod or 'unbound'}.kubeconfig",
             server=self.server,
             ca=self.pki_dir / "ca.crt",
             user=name,

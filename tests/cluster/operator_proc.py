@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def operator_service_account(cp) -> Path:
-    """Apply the RBAC deploy/ ships for the operator (and kopf's peering CRD); a kubeconfig
-    that acts as the operator's ServiceAccount."""
+    """Apply the RBAC deploy/ ships for the operator (with the mig-manager component, and
+    kopf's peering CRD); a kubeconfig that acts as the operator's ServiceAccount."""
     for namespace in ("migplan-system", "gpu-operator"):
         cp.kubectl(
             "apply",
@@ -28,7 +28,11 @@ def operator_service_account(cp) -> Path:
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             ),
         )
-    for manifest in ("operator-rbac.yaml", "kopf-peering.yaml"):
+    for manifest in (
+        "base/operator-rbac.yaml",
+        "base/kopf-peering.yaml",
+        "components/mig-manager/mig-config-role.yaml",
+    ):
         cp.kubectl("apply", "-f", str(ROOT / "deploy" / manifest))
     return cp.service_account_kubeconfig(namespace="migplan-system", name="migplan-operator")
 
@@ -47,6 +51,7 @@ def start_operator(
     tick: float = 0.5,
     agent_timeout: float = 60,
     kubeconfig: Path | None = None,
+    extra_args: tuple[str, ...] = (),
 ):
     """Start the operator (standalone, fast ticks) as `kubeconfig` says (the admin by
     default); its output goes to a pipe."""
@@ -63,6 +68,7 @@ def start_operator(
             str(metrics_port),
             "--agent-timeout",
             str(agent_timeout),
+            *extra_args,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

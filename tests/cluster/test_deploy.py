@@ -1,18 +1,24 @@
 """deploy/ on the real API server: it applies, and each ServiceAccount may do what it needs
-and is denied what it must not do."""
+and is denied what it must not do: by RBAC, by Pod Security admission, and by the admission
+policy that keeps each node's agent to its own node."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR = "system:serviceaccount:migplan-system:migplan-operator"
-AGENT = "system:serviceaccount:migplan-system:migplan-agent"
+AGENT = "system:serviceaccount:migplan-agent:migplan-agent"
+EVERYTHING = ROOT / "tests" / "cluster" / "overlays" / "everything"
 
 
 def ensure_namespace(cp, name: str) -> None:
@@ -26,17 +32,42 @@ def ensure_namespace(cp, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def deployed(control_plane):
+    """deploy/ with every optional component applied, on a cluster that has what the GPU
+    Operator would bring: its namespace and the `nvidia` RuntimeClass."""
     cp = control_plane
-    for namespace in ("migplan-system", "gpu-operator"):
-        ensure_namespace(cp, namespace)
-    dry = cp.kubectl("apply", "--dry-run=server", "-k", str(ROOT / "deploy"), check=False)
+    ensure_namespace(cp, "gpu-operator")
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "nvidia"},
+                "handler": "nvidia",
+            }
+        ),
+    )
+    # A server-side dry run cannot see namespaces it would create itself.
+    cp.kubectl("apply", "-f", str(ROOT / "deploy" / "base" / "namespace.yaml"))
+    dry = cp.kubectl("apply", "--dry-run=server", "-k", str(EVERYTHING), check=False)
     assert dry.returncode == 0, dry.stderr
-    cp.kubectl("apply", "-k", str(ROOT / "deploy"))
+    cp.kubectl("apply", "-k", str(EVERYTHING))
     return cp
 
 
-def rendered(cp) -> list[dict]:
-    return list(yaml.safe_load_all(cp.kubectl("kustomize", str(ROOT / "deploy")).stdout))
+def rendered(cp, where: Path = EVERYTHING) -> list[dict]:
+    return list(yaml.safe_load_all(cp.kubectl("kustomize", str(where)).stdout))
+
+
+def workload(cp, name: str) -> dict:
+    [found] = [
+        d
+        for d in rendered(cp)
+        if d["kind"] in ("Deployment", "DaemonSet") and d["metadata"]["name"] == name
+    ]
+    return found
 
 
 def can(cp, who: str, verb: str, resource: str, namespace: str | None = None) -> bool:
@@ -76,7 +107,7 @@ AGENT_MAY = [
     ("watch", "nodepartitions.migplan.io", None),
     ("patch", "nodepartitions.migplan.io/status", None),
     ("get", "nodes", None),
-    ("delete", "pods", "gpu-operator"),
+    ("delete", "pods", "gpu-operator"),  # components/gpu-operator; the policy narrows it
     ("create", "events", "default"),
 ]
 AGENT_MUST_NOT = [
@@ -181,3 +212,281 @@ def test_the_example_rebalance_cronjob_applies_with_least_privilege(deployed) ->
     assert not can(cp, who, "delete", "gpupartitionplans.migplan.io")
     assert not can(cp, who, "patch", "gpupartitionplans.migplan.io/status")
     assert not can(cp, who, "list", "secrets")
+
+
+def test_the_base_reaches_into_no_other_products_namespace(deployed) -> None:
+    namespaces = {d["metadata"].get("namespace") for d in rendered(deployed, ROOT / "deploy")} - {
+        None
+    }
+    assert namespaces == {"migplan-system", "migplan-agent"}
+    gpu_operator = rendered(deployed, ROOT / "deploy" / "gpu-operator")
+    assert {
+        (d["kind"], d["metadata"]["name"])
+        for d in gpu_operator
+        if d["metadata"].get("namespace") == "gpu-operator"
+    } == {("Role", "migplan-agent-device-plugin"), ("RoleBinding", "migplan-agent-device-plugin")}
+    for where in (ROOT / "deploy", ROOT / "deploy" / "gpu-operator"):
+        dry = deployed.kubectl("apply", "--dry-run=server", "-k", str(where), check=False)
+        assert dry.returncode == 0, dry.stderr
+
+
+def test_without_the_components_the_operator_cannot_touch_the_gpu_operator(
+    deployed,
+) -> None:
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in rendered(deployed, ROOT / "deploy")}
+    assert ("Role", "migplan-operator-mig-config") not in kinds
+    assert ("ClusterRoleBinding", "migplan-operator-auth-delegator") not in kinds
+    operator_args = next(
+        d for d in rendered(deployed, ROOT / "deploy") if d["kind"] == "Deployment"
+    )["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any(a.startswith("--metrics-auth") for a in operator_args)
+
+
+def pod_from(
+    template: dict, *, name: str, namespace: str, node: str | None = None, account: bool = True
+) -> dict:
+    """A bare pod with `template`'s spec (not its labels: a DaemonSet would adopt it)."""
+    spec = dict(template["spec"])
+    if node:
+        spec["nodeName"] = node
+    if not account:
+        spec.pop("serviceAccountName", None)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"test": name}},
+        "spec": spec,
+    }
+
+
+def dry_create(cp, manifest: dict):
+    return cp.kubectl(
+        "create", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest), check=False
+    )
+
+
+def test_pod_security_keeps_the_operator_namespace_restricted(deployed) -> None:
+    labels = json.loads(deployed.kubectl("get", "ns", "migplan-system", "-o", "json").stdout)[
+        "metadata"
+    ]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    operator = workload(deployed, "migplan-operator")["spec"]["template"]
+    agent = workload(deployed, "migplan-agent")["spec"]["template"]
+    ok = dry_create(deployed, pod_from(operator, name="op", namespace="migplan-system"))
+    assert ok.returncode == 0, ok.stderr
+    assert "violate" not in ok.stderr
+    refused = dry_create(
+        deployed, pod_from(agent, name="ag", namespace="migplan-system", account=False)
+    )
+    assert refused.returncode != 0
+    assert 'violates PodSecurity "restricted' in refused.stderr
+    assert "privileged" in refused.stderr
+    admitted = dry_create(deployed, pod_from(agent, name="ag", namespace="migplan-agent"))
+    assert admitted.returncode == 0, admitted.stderr
+    job = next(
+        d
+        for d in yaml.safe_load_all(
+            (ROOT / "deploy" / "examples" / "rebalance-cronjob.yaml").read_text()
+        )
+        if d["kind"] == "CronJob"
+    )["spec"]["jobTemplate"]["spec"]["template"]
+    cron = dry_create(
+        deployed, pod_from(job, name="rebalance", namespace="migplan-system", account=False)
+    )
+    assert cron.returncode == 0, cron.stderr
+    assert "violate" not in cron.stderr
+
+
+def test_the_agent_gets_what_the_nvidia_runtime_needs_to_reach_nvml(deployed) -> None:
+    spec = workload(deployed, "migplan-agent")["spec"]["template"]["spec"]
+    assert spec["runtimeClassName"] == "nvidia"
+    [agent] = spec["containers"]
+    env = {e["name"]: e.get("value") for e in agent["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert "utility" in env["NVIDIA_DRIVER_CAPABILITIES"].split(",")  # libnvidia-ml
+    assert env["NVIDIA_MIG_CONFIG_DEVICES"] == "all"
+    assert env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    assert agent["securityContext"]["privileged"] is True  # CAP_SYS_ADMIN for MIG config
+
+
+def test_network_policies_admit_only_scrapers_to_the_operator(deployed) -> None:
+    policies = {
+        d["metadata"]["name"]: d for d in rendered(deployed) if d["kind"] == "NetworkPolicy"
+    }
+    for name in ("migplan-operator", "migplan-agent"):
+        policy = policies[name]["spec"]
+        pod = workload(deployed, name)["spec"]["template"]
+        assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        assert policy["policyTypes"] == ["Ingress"]
+    assert policies["migplan-agent"]["spec"]["ingress"] == []
+    [rule] = policies["migplan-operator"]["spec"]["ingress"]
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"migplan.io/metrics-scraper": "true"}}}
+    ]
+    operator_ports = {
+        p["name"]
+        for p in workload(deployed, "migplan-operator")["spec"]["template"]["spec"]["containers"][
+            0
+        ]["ports"]
+    }
+    assert [p["port"] for p in rule["ports"]] == ["metrics"]
+    assert "metrics" in operator_ports
+    stored = json.loads(deployed.kubectl("get", "networkpolicy", "-A", "-o", "json").stdout)[
+        "items"
+    ]
+    assert {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in stored} >= {
+        ("migplan-system", "migplan-operator"),
+        ("migplan-agent", "migplan-agent"),
+    }
+
+
+def apply(cp, manifest: dict) -> None:
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+
+
+@pytest.fixture(scope="module")
+def agent_on_node_a(deployed):
+    """Nodes vap-a and vap-b with a NodePartition and a device-plugin pod each, an agent pod
+    on vap-a (the DaemonSet's template), and a kubeconfig holding that pod's token."""
+    from nodes import gpu_node, report_partition
+
+    cp = deployed
+    for node in ("vap-a", "vap-b"):
+        apply(cp, gpu_node(node, product="H100", pool="vap"))
+        report_partition(cp, node)
+        for name, app in (
+            (f"plugin-{node}", "nvidia-device-plugin-daemonset"),
+            (f"other-{node}", "gpu-feature-discovery"),
+        ):
+            apply(
+                cp,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "gpu-operator", "labels": {"app": app}},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [{"name": "c", "image": "registry.invalid/p"}],
+                    },
+                },
+            )
+    template = workload(cp, "migplan-agent")["spec"]["template"]
+    apply(cp, pod_from(template, name="agent-vap-a", namespace="migplan-agent", node="vap-a"))
+    yield cp.service_account_kubeconfig(
+        namespace="migplan-agent", name="migplan-agent", bound_pod="agent-vap-a"
+    )
+    for kind, name, namespace in (
+        ("pod", "agent-vap-a", "migplan-agent"),
+        *(
+            ("pod", f"{p}-{n}", "gpu-operator")
+            for p in ("plugin", "other")
+            for n in ("vap-a", "vap-b")
+        ),
+    ):
+        cp.kubectl(
+            "delete", kind, name, "-n", namespace, "--force", "--grace-period=0", check=False
+        )
+    for node in ("vap-a", "vap-b"):
+        cp.kubectl("delete", "np", node, "--wait=false", check=False)
+        cp.kubectl("delete", "node", node, "--wait=false", check=False)
+
+
+def as_agent(cp, kubeconfig: Path, *args: str):
+    return subprocess.run(
+        [str(cp.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def report_status(cp, kubeconfig: Path, node: str):
+    return as_agent(
+        cp,
+        kubeconfig,
+        "patch",
+        "np",
+        node,
+        "--subresource=status",
+        "--type=merge",
+        "--dry-run=server",
+        "-p",
+        json.dumps({"status": {"phase": "Applied"}}),
+    )
+
+
+def test_the_agent_may_report_only_its_own_nodes_partition(deployed, agent_on_node_a) -> None:
+    own = report_status(deployed, agent_on_node_a, "vap-a")
+    assert own.returncode == 0, own.stderr
+    other = report_status(deployed, agent_on_node_a, "vap-b")
+    assert other.returncode != 0
+    assert "may write only NodePartition vap-a, not vap-b" in other.stderr
+
+
+@pytest.mark.parametrize(
+    ("pod", "allowed"),
+    [("plugin-vap-a", True), ("plugin-vap-b", False), ("other-vap-a", False)],
+)
+def test_the_agent_may_delete_only_the_device_plugin_on_its_node(
+    deployed, agent_on_node_a, pod, allowed
+) -> None:
+    result = as_agent(
+        deployed, agent_on_node_a, "delete", "pod", pod, "-n", "gpu-operator", "--dry-run=server"
+    )
+    assert (result.returncode == 0) is allowed, result.stderr
+    if not allowed:
+        assert "may delete only the device-plugin pod" in result.stderr
+
+
+def test_an_agent_token_that_names_no_node_may_write_nothing(deployed, agent_on_node_a) -> None:
+    unbound = deployed.service_account_kubeconfig(namespace="migplan-agent", name="migplan-agent")
+    result = report_status(deployed, unbound, "vap-a")
+    assert result.returncode != 0
+    assert "names no node" in result.stderr
+    # Reading is RBAC's business alone, and RBAC allows it.
+    assert as_agent(deployed, unbound, "get", "np", "vap-a").returncode == 0
+
+
+def test_metrics_behind_kubernetes_authn_answer_only_allowed_callers(deployed) -> None:
+    from operator_proc import free_port, running_operator
+
+    cp = deployed
+    for name in ("scraper", "nosy"):
+        cp.kubectl("create", "serviceaccount", name, "-n", "default", check=False)
+    cp.kubectl(
+        "create",
+        "clusterrolebinding",
+        "scraper-reads-migplan-metrics",
+        "--clusterrole=migplan-metrics-reader",
+        "--serviceaccount=default:scraper",
+        check=False,
+    )
+    tokens = {
+        name: cp.kubectl("create", "token", name, "-n", "default").stdout.strip()
+        for name in ("scraper", "nosy")
+    }
+    operator = cp.service_account_kubeconfig(namespace="migplan-system", name="migplan-operator")
+    port = free_port()
+    with running_operator(
+        cp, kubeconfig=operator, metrics_port=port, extra_args=("--metrics-auth", "kubernetes")
+    ):
+
+        def scrape(token: str | None) -> tuple[int, str]:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+            if token is not None:
+                request.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    return response.status, response.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode()
+            except urllib.error.URLError:
+                return 0, "not listening yet"
+
+        wait_for(lambda: scrape(None)[0] == 401, "the operator's metrics endpoint")
+        assert scrape("not-a-token")[0] == 401
+        assert scrape(tokens["nosy"])[0] == 403
+        status, body = scrape(tokens["scraper"])
+        assert status == 200, body
+        assert "migplan_evictions_total" in body

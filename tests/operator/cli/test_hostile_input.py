@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -274,3 +277,31 @@ def test_a_json_inventory_plans_like_the_yaml_one_and_refuses_duplicate_keys(
     code, _, err = plan_from(json.dumps(CLUSTER)[:-1] + ', "kind": "Inventory"}')
     assert one_line_error(code, err), err
     assert "'kind' appears twice" in err
+
+
+def test_a_named_pipe_nobody_writes_to_is_given_up(tmp_path: Path, capsys, monkeypatch) -> None:
+    from migplan.operator.cli import files
+
+    monkeypatch.setattr(files, "FIFO_WRITER_WAIT_SECONDS", 0.5)
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    code = run(["preview", str(fifo), "--cluster", str(ROOT / "examples" / "cluster.yaml")])
+    err = capsys.readouterr().err
+    assert one_line_error(code, err), err  # blocked in open() for ever before
+    assert "nothing wrote to within 0.5 s" in err
+
+
+def test_a_named_pipe_with_a_late_writer_is_read(tmp_path: Path, capsys) -> None:
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    plan = (ROOT / "examples" / "plan.yaml").read_bytes()
+
+    def write_later() -> None:
+        time.sleep(0.3)
+        fifo.write_bytes(plan)
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    code = run(["preview", str(fifo), "--cluster", str(ROOT / "examples" / "cluster.yaml")])
+    writer.join()
+    assert code == 0, capsys.readouterr().err

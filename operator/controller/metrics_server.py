@@ -1,0 +1,101 @@
+"""Serving the operator's Prometheus metrics, optionally only to callers RBAC allows.
+
+With `--metrics-auth=kubernetes` a scrape must carry a bearer token; the API server says whose
+it is (TokenReview) and whether that identity may `get` the non-resource URL `/metrics`
+(SubjectAccessReview), as kube-rbac-proxy and the Kubernetes components' own metrics
+endpoints do. Decisions are cached for a minute, so a scraper costs two API calls a minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from migplan.operator.kube import client as kube
+
+log = structlog.get_logger("migplan.metrics")
+METRICS_PATH = "/metrics"
+Authorizer = Callable[[str | None], HTTPStatus]
+"""Given the Authorization header (or None), OK, UNAUTHORIZED or FORBIDDEN."""
+
+
+class KubernetesAuthorizer:
+    """Admit a bearer token whose identity RBAC lets `get` /metrics; remember each answer
+    for `ttl` seconds (by the token's hash, never the token itself)."""
+
+    def __init__(self, *, api: Any, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self._api, self._ttl, self._clock = api, ttl, clock
+        self._decisions: dict[str, tuple[HTTPStatus, float]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, header: str | None) -> HTTPStatus:
+        scheme, _, token = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return HTTPStatus.UNAUTHORIZED
+        key = hashlib.sha256(token.strip().encode()).hexdigest()
+        now = self._clock()
+        with self._lock:
+            cached = self._decisions.get(key)
+        if cached and cached[1] > now:
+            return cached[0]
+        decision = self._decide(token.strip())
+        with self._lock:
+            self._decisions = {k: v for k, v in self._decisions.items() if v[1] > now}
+            self._decisions[key] = (decision, now + self._ttl)
+        return decision
+
+    def _decide(self, token: str) -> HTTPStatus:
+        who = kube.review_token(self._api, token=token)
+        if who is None:
+            return HTTPStatus.UNAUTHORIZED
+        if kube.may_access_path(self._api, who=who, verb="get", path=METRICS_PATH):
+            return HTTPStatus.OK
+        log.info("metrics scrape forbidden", user=who.username)
+        return HTTPStatus.FORBIDDEN
+
+
+def serve_metrics(
+    *, port: int, host: str = "0.0.0.0", authorize: Authorizer | None = None
+) -> ThreadingHTTPServer:
+    """Serve GET /metrics on `host:port` in a daemon thread; with `authorize`, only to callers
+    it admits (401 without or with a bad token, 403 when RBAC says no)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != METRICS_PATH:
+                self._answer(HTTPStatus.NOT_FOUND, b"not found\n")
+                return
+            try:
+                decision = authorize(self.headers.get("Authorization")) if authorize else None
+            except Exception as exc:  # the API server is unreachable or refused the review
+                log.warning("metrics authorization failed", error=str(exc))
+                self._answer(HTTPStatus.SERVICE_UNAVAILABLE, b"cannot authorize now\n")
+                return
+            if decision not in (None, HTTPStatus.OK):
+                self._answer(decision, f"{decision.phrase.lower()}\n".encode())
+                return
+            self._answer(HTTPStatus.OK, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+
+        def _answer(self, status: HTTPStatus, body: bytes, kind: str = "text/plain") -> None:
+            self.send_response(status)
+            if status == HTTPStatus.UNAUTHORIZED:
+                self.send_header("WWW-Authenticate", 'Bearer realm="migplan"')
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    return server
