@@ -103,7 +103,9 @@ class GpuState:
         return f"{self.node}/gpu-{self.index}"
 
 
-def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog) -> GpuState:
+def _resolve_gpu(
+    node: NodeInfo, gpu: GpuInfo, catalog: Catalog, checked: dict[tuple[str, Layout], str | None]
+) -> GpuState:
     where = f"inventory: node {node.name} gpu {gpu.index}"
     try:
         model = catalog.model(gpu.model)
@@ -111,10 +113,13 @@ def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog) -> GpuState:
         pins = {Instance.parse(text): pod for text, pod in gpu.in_use.items()}
     except MigplanInputError as exc:
         raise MigplanInputError(f"{where}: {exc}") from None
-    problems = check_layout(model, layout)
-    if problems:
+    if (model.model, layout) not in checked:  # a fleet repeats a few hundred layouts
+        problems = check_layout(model, layout)
+        checked[model.model, layout] = str(problems[0]) if problems else None
+    problem = checked[model.model, layout]
+    if problem:
         raise MigplanInputError(
-            f"{where}: current layout {layout} is not valid on {model.model}: {problems[0]}"
+            f"{where}: current layout {layout} is not valid on {model.model}: {problem}"
         )
     for instance in pins:
         if instance not in layout.instances:
@@ -157,6 +162,7 @@ def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
     layout, an in-use instance missing from the layout, or a duplicate node or GPU index.
     """
     seen_nodes: set[str] = set()
+    checked: dict[tuple[str, Layout], str | None] = {}
     states = []
     for node in inventory.nodes:
         if node.name in seen_nodes:
@@ -165,7 +171,7 @@ def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
         indices = [g.index for g in node.gpus]
         if len(set(indices)) != len(indices):
             raise MigplanInputError(f"inventory: node {node.name} lists a GPU index twice")
-        states += [_resolve_gpu(node, gpu, catalog) for gpu in node.gpus]
+        states += [_resolve_gpu(node, gpu, catalog, checked) for gpu in node.gpus]
     _check_pods_on_one_node(inventory)
     for pod in inventory.pending_pods:
         for resource in pod.requests:

@@ -59,8 +59,13 @@ def plan_fleet(
     catalog: Catalog,
     *,
     progress: Callable[[str], None] | None = None,
+    started: float | None = None,
 ) -> PlanOutcome:
     """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
+
+    `spec.solver.timeLimitSeconds` counts from `started` (time.monotonic()) when given: the
+    moment the caller began the pass, reading its inputs included, so a preview returns about
+    when the limit says; from this call otherwise.
 
     The mig-manager actuator rebuilds whole GPUs, so the policy is tightened to say so.
     Raises MigplanInputError for bad inputs and InvalidPlanError if the plan fails validation
@@ -83,6 +88,7 @@ def plan_fleet(
         deterministic=spec.solver.deterministic,
         progress=progress,
         digest=input_hash(spec, scope),
+        started=started,
     )
     validate(result, gpus, demand, policy)
     return PlanOutcome(plan=result, gpus=gpus, demand=demand)

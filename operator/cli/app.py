@@ -16,7 +16,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
 from migplan.operator.cli import (
+    IMPORTED,
     agent,
+    begin,
     catalog_commands,
     cluster_commands,
     crds,
@@ -109,8 +111,10 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run(argv: list[str] | None = None) -> int:
-    """Run the CLI on `argv` and return the exit code instead of raising SystemExit."""
+def run(argv: list[str] | None = None, *, started: float | None = None) -> int:
+    """Run the CLI on `argv` and return the exit code instead of raising SystemExit.
+    `started` (time.monotonic()) is when the command began, if before this call."""
+    begin(started)
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="migplan", standalone_mode=False)
@@ -158,4 +162,4 @@ def run(argv: list[str] | None = None) -> int:
 
 def main() -> None:
     """Console-script entry point (`migplan`, `kubectl-migplan`)."""
-    sys.exit(run())
+    sys.exit(run(started=IMPORTED))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 import yaml
 
+from migplan.operator.cli import began
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, state
 from migplan.operator.cli.files import load_plan_manifest
 from migplan.operator.cli.preview import input_inventory
@@ -30,13 +31,14 @@ def mig_parted(
     the plan is made as for the mig-manager actuator: every changed GPU fully drained.
     """
     cli = state(ctx)
+    started = began()
     manifest = load_plan_manifest(plan_file)
     spec = manifest.spec.model_copy(
         update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
     )
     manifest = manifest.model_copy(update={"spec": spec})
     inventory = input_inventory(cluster, kubeconfig, cli.catalog)
-    plan = plan_fleet(manifest, inventory, cli.catalog).plan
+    plan = plan_fleet(manifest, inventory, cli.catalog, started=started).plan
     if not plan.gpus:
         typer.echo(
             f"migplan: warning: the nodeSelector of {manifest.metadata.name} selects no GPU "

@@ -7,7 +7,7 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -21,6 +21,7 @@ from migplan.planner.spec import GPUPartitionPlan
 MAX_INPUT_BYTES = 64 * 2**20
 """Larger than any inventory (10,000 nodes take about 25 MB)."""
 _BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE = "tag:yaml.org,2002:merge"
 
 
 class SafeLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
@@ -28,18 +29,48 @@ class SafeLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
     of 26 s in the pure-Python parser), constructing only plain YAML types, and refusing a key
     given twice in one mapping: YAML says keys are unique, PyYAML silently keeps the last."""
 
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._scalar_tags: dict[tuple[str, Any], str] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        """The tag of a node; a plain scalar's is remembered by its text, since matching the
+        implicit-type patterns in Python was a third of loading a large inventory."""
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = self._scalar_tags.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(value) <= 256:
+                self._scalar_tags[key] = tag
+        return tag
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """PyYAML's mapping construction in one pass, refusing a key the mapping itself gives
+        twice (keys brought in by a `<<` merge may be overridden, as YAML allows)."""
+        own = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE)
+        self.flatten_mapping(node)
+        merged = len(node.value) - own
+        mapping: dict[Any, Any] = {}
         seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, str | int | float | bool) and key in seen:
+        for position, (key_node, value_node) in enumerate(node.value):
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found unhashable key",
+                    key_node.start_mark,
                 )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+            if position >= merged:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                    )
+                seen.add(key)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 SAFE_LOADER = SafeLoader

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from migplan.operator.cli import began
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest, write_atomically
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
@@ -214,13 +215,14 @@ def preview(
     and the solver's figures. -o json / -o yaml print the whole plan as one document.
     """
     cli = state(ctx)
+    started = began()
     with StderrProgress() as progress:
         progress(f"reading {plan_file}")
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {cluster}" if cluster else "reading the live cluster")
         inventory = input_inventory(cluster, kubeconfig, cli.catalog)
         progress("checking the inventory")
-        outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress)
+        outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started)
         progress("writing the plan")
     if html is not None:
         from migplan.operator.cli.html_report import render_report

@@ -6,6 +6,7 @@ in `handlers.py` call `plan_status` and write what it returns.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +34,9 @@ def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> Planning
         GPUPartitionPlan, body, source=f"GPUPartitionPlan {body['metadata']['name']}"
     )
     generation = int(body["metadata"].get("generation", 0))
+    started = time.monotonic()
     snapshot = read_inventory(api)
-    outcome = plan_fleet(manifest, snapshot.inventory, catalog)
+    outcome = plan_fleet(manifest, snapshot.inventory, catalog, started=started)
     left_out = snapshot.left_out_of(manifest.spec.node_selector)
     plan = outcome.plan
     s = plan.summary

@@ -71,16 +71,19 @@ def plan(
     deterministic: bool = True,
     digest: str = "",
     progress: Progress | None = None,
+    started: float | None = None,
 ) -> Plan:
     """The best plan for `gpus` under `policy`: most weighted demand met, then fewest
     evictions, GPUs changed and nodes touched, then most free headroom and fewest operations.
 
-    `time_limit` bounds the whole pass, model building included. Deterministic for the same
-    input and worker count unless `deterministic` is off (see `stages.py`). The report says
-    OPTIMAL only when every solver stage was proven optimal, and names the plan the solver
-    started from and the one returned.
+    `time_limit` bounds the whole pass, model building included, counted from `started`
+    (time.monotonic(); default: now) so a caller can count its own input reading.
+    Deterministic for the same input and worker count unless `deterministic` is off (see
+    `stages.py`). The report says OPTIMAL only when every solver stage was proven optimal, and
+    names the plan the solver started from and the one returned.
     """
-    started = time.monotonic()
+    entered = time.monotonic()
+    started = entered if started is None else started
     deadline = started + time_limit
     note = progress or _quiet
     rebuild = policy.whole_gpu_rebuild
@@ -95,7 +98,7 @@ def plan(
     starts = _Starts.of(pm, gpus, demand)
     start, hint = starts.first_allowed(starts.ranked)
     note(f"starting from {start}; {pm.variable_count()} variables")
-    built = time.monotonic() - started
+    built = time.monotonic() - entered
     reserve = ASSEMBLY_SHARE * time_limit
 
     def run(
