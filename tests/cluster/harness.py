@@ -529,11 +529,16 @@ class ControlPlane:
         )
 
     def kubectl(
-        self, *args: str, check: bool = True, stdin: str | None = None, timeout: float = 60
+        self,
+        *args: str,
+        check: bool = True,
+        stdin: str | None = None,
+        timeout: float = 60,
+        kubeconfig: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the built kubectl against this cluster as the admin."""
+        """Run the built kubectl against this cluster as the admin (or as `kubeconfig` says)."""
         result = subprocess.run(
-            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
             capture_output=True,
             text=True,
             input=stdin,

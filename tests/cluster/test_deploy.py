@@ -5,7 +5,6 @@ policy that keeps each node's agent to its own node."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -392,13 +391,7 @@ def agent_on_node_a(deployed):
 
 
 def as_agent(cp, kubeconfig: Path, *args: str):
-    return subprocess.run(
-        [str(cp.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return cp.kubectl(*args, kubeconfig=kubeconfig, check=False)
 
 
 def report_status(cp, kubeconfig: Path, node: str):
