@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -221,6 +222,9 @@ def preview(
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {cluster}" if cluster else "reading the live cluster")
         inventory = input_inventory(cluster, kubeconfig, cli.catalog)
+        # The inputs live until the command exits: spare the cyclic collector re-scanning
+        # them (about 0.4 s on 8,000 GPUs).
+        gc.freeze()
         progress("checking the inventory")
         outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started)
         progress("writing the plan")

@@ -236,3 +236,21 @@ def test_a_time_limit_too_short_to_solve_returns_the_best_starting_plan(gpu, wan
     assert result.summary.met == 8  # greedy and first-fit both find it
     assert result.solver.stages == ()  # no stage ran: the plan is the starting one, placed
     assert result.solver.gap == 0.0  # met everything: the trivial bound is reached
+
+
+def test_evictions_allowed_but_not_needed_give_the_plan_of_policy_none(gpu, want) -> None:
+    # Demand fits without evicting anyone: after proving zero evictions the planner goes on
+    # in the smaller model of policy `none`, and must find the same, optimal, plan.
+    gpus = [
+        gpu("H100-80GB", "3g.40gb@0+2g.20gb@4", node="a", pins={"3g.40gb@0": "ns/a"}),
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="a", index=1, pins={"1g.10gb@1": "ns/b"}),
+        gpu("H100-80GB", "4g.40gb@0", node="b", pins={"4g.40gb@0": "ns/c"}),
+        gpu("H100-80GB", "7g.80gb@0", node="b", index=1),
+        gpu("H100-80GB", node="c"),
+    ]
+    demand = [want("1g.10gb", 6), want("2g.20gb", 2), want("3g.40gb", 1, priority=3)]
+    evict, keep = solve(gpus, demand, EVICT), solve(gpus, demand, NONE)
+    assert evict.summary.evictions == 0
+    assert evict.solver.status == keep.solver.status == "OPTIMAL"
+    assert [s.value for s in evict.solver.stages] == [s.value for s in keep.solver.stages]
+    assert evict.summary == keep.summary
