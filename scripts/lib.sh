@@ -39,3 +39,27 @@ ensure_venv() {
   fi
   echo "$want" > "$stamp"
 }
+
+# ensure_image_tools: buildah and debootstrap, which the image tests build with (no container
+# daemon). Installed from Debian's packages where this user may; otherwise stop with the reason.
+ensure_image_tools() {
+  local missing=()
+  command -v buildah > /dev/null || missing+=(buildah)
+  command -v debootstrap > /dev/null || missing+=(debootstrap)
+  ((${#missing[@]} == 0)) && return 0
+  if [[ $(id -u) != 0 ]] || ! command -v apt-get > /dev/null; then
+    log "error: the image tests need ${missing[*]}; install them (Debian/Ubuntu:"
+    log "  sudo apt-get install ${missing[*]}) and run again."
+    return 1
+  fi
+  log "installing ${missing[*]} from Debian's packages"
+  local apt_log
+  apt_log=$(mktemp)
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" ||
+         { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; }
+       } > "$apt_log" 2>&1; then
+    tail -n 20 "$apt_log" >&2
+    log "error: installing ${missing[*]} failed (log above)"
+    return 1
+  fi
+}

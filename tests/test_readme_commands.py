@@ -23,6 +23,7 @@ def test_scripts_parse() -> None:
         "scripts/demo",
         "scripts/test",
         "scripts/lib.sh",
+        "scripts/build-image",
         ".ci/run",
         "tests/cluster/build.sh",
         "tests/tools/ensure-chromium.sh",
