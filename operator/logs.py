@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import StrEnum
 
 import structlog
 
@@ -17,6 +18,18 @@ _LEVELS = {
 }
 
 
+class LogFormat(StrEnum):
+    """How log events are written: JSON, for people (console), or JSON unless on a terminal."""
+
+    AUTO = "auto"
+    JSON = "json"
+    CONSOLE = "console"
+
+    def as_json(self) -> bool | None:
+        """`configure_logging`'s `json` argument for this format."""
+        return None if self is LogFormat.AUTO else self is LogFormat.JSON
+
+
 def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
     """Send structlog events at `level` or above to stderr, as JSON unless on a terminal."""
     try:
@@ -27,7 +40,9 @@ def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
         ) from None
     as_json = (not sys.stderr.isatty()) if json is None else json
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     structlog.configure(
         processors=[

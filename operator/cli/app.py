@@ -28,7 +28,7 @@ from migplan.operator.cli import (
     preview,
 )
 from migplan.operator.cli.context import CliState
-from migplan.operator.logs import configure_logging
+from migplan.operator.logs import LogFormat, configure_logging
 from migplan.operator.nvml.errors import NvmlError
 from migplan.planner.errors import MigplanInputError
 
@@ -88,13 +88,21 @@ def root(
             help="debug, info, warning or error (logs go to stderr; JSON when not a terminal).",
         ),
     ] = "warning",
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            envvar="MIGPLAN_LOG_FORMAT",
+            help="json, console, or auto: JSON unless stderr is a terminal.",
+        ),
+    ] = LogFormat.AUTO,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
     """Global options shared by every command."""
-    configure_logging(level=log_level)
+    configure_logging(level=log_level, json=log_format.as_json())
     ctx.obj = CliState(profiles_dir=profiles_dir)
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok) from Go modules into a cache outside the repository, keyed by version.
+# kubectl, kwok) and helm from Go modules into a cache outside the repository, keyed by version.
 #
 # Usage: tests/cluster/build.sh            # prints the bin directory on the last line
 # Env:   MIGPLAN_CACHE (default ~/.cache/migplan), MIGPLAN_BUILD_JOBS (go build -p)
@@ -14,7 +14,7 @@ source "$here/versions.env"
 cache_root=${MIGPLAN_CACHE:-$HOME/.cache/migplan}/k8s
 jobs=${MIGPLAN_BUILD_JOBS:-$(nproc)}
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
-bin_dir="$cache_root/bin-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
+bin_dir="$cache_root/bin-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_promop-${PROMETHEUS_OPERATOR_VERSION}"
 
 log() { printf '[cluster-build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -82,9 +82,16 @@ setup_kwok() {
 }
 ldflags_kwok() { echo "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$1"; }
 
+setup_helm() {
+  printf 'module migplan.local/helmbuild\ngo %s\nrequire helm.sh/helm/v4 %s\n' \
+    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
+}
+ldflags_helm() { echo "-s -w -X helm.sh/helm/v4/internal/version.version=$1"; }
+
 total_start=$SECONDS
 build_component etcd "$ETCD_VERSION" setup_etcd etcd=go.etcd.io/etcd/server/v3
 build_component kwok "$KWOK_VERSION" setup_kwok kwok=sigs.k8s.io/kwok/cmd/kwok
+build_component helm "$HELM_VERSION" setup_helm helm=helm.sh/helm/v4/cmd/helm
 build_component kubernetes "$KUBERNETES_VERSION" setup_kubernetes \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -106,10 +113,27 @@ copy_kwok_stages() {
 }
 copy_kwok_stages
 
+# The ServiceMonitor CRD, from the pinned prometheus-operator module (the chart's optional
+# ServiceMonitor is dry-run against it).
+copy_servicemonitor_crd() {
+  local dest="$cache_root/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" dir
+  [[ -f "$dest/servicemonitors.yaml" ]] && return
+  dir=$(cd /tmp && go mod download -json \
+    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" |
+    sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  mkdir -p "$dest"
+  cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" \
+    "$dest/servicemonitors.yaml"
+}
+copy_servicemonitor_crd
+
 # One directory with every binary under its usual name.
 mkdir -p "$bin_dir"
 ln -sf "$cache_root/etcd-$ETCD_VERSION/bin/etcd" "$bin_dir/etcd"
 ln -sf "$cache_root/kwok-$KWOK_VERSION/bin/kwok" "$bin_dir/kwok"
+ln -sf "$cache_root/helm-$HELM_VERSION/bin/helm" "$bin_dir/helm"
+ln -sf "$cache_root/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/servicemonitors.yaml" \
+  "$bin_dir/servicemonitor-crd.yaml"
 ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   ln -sf "$cache_root/kubernetes-$KUBERNETES_VERSION/bin/$b" "$bin_dir/$b"

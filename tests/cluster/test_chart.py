@@ -1,0 +1,217 @@
+"""The Helm chart (charts/migplan): it lints, renders exactly the objects deploy/ applies (no
+drift), passes the API server's dry run with every option on, and installs on a control plane
+of its own, where the operator, running as the chart's ServiceAccount, plans a plan."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from harness import ControlPlane, build_binaries
+from nodes import gpu_node, report_partition
+from operator_proc import running_operator
+from waiting import wait_for
+
+pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "migplan"
+RELEASE, NAMESPACE = "migplan", "migplan-system"
+HELM_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart")
+EVERYTHING = (
+    "gpuOperator.enabled=true",
+    "migManager.enabled=true",
+    "operator.metricsAuth=kubernetes",
+)
+# deploy/ variants and the chart values that must render the same objects.
+VARIANTS = {
+    "deploy": (ROOT / "deploy", ()),
+    "deploy/gpu-operator": (ROOT / "deploy" / "gpu-operator", ("gpuOperator.enabled=true",)),
+    "everything": (ROOT / "tests" / "cluster" / "overlays" / "everything", EVERYTHING),
+}
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    return build_binaries()
+
+
+def helm(bin_dir: Path, *args: str, kubeconfig: Path | None = None) -> str:
+    config = [f"--kubeconfig={kubeconfig}"] if kubeconfig else []
+    ran = subprocess.run(
+        [str(bin_dir / "helm"), *config, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert ran.returncode == 0, f"helm {' '.join(args)}: {ran.stderr}"
+    return ran.stdout
+
+
+def template(bin_dir: Path, *values: str) -> list[dict]:
+    sets = [arg for v in values for arg in ("--set", v)]
+    out = helm(bin_dir, "template", RELEASE, str(CHART), "-n", NAMESPACE, "--include-crds", *sets)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def key(obj: dict) -> tuple[str, str, str]:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def without_install_labels(obj: dict) -> dict:
+    """`obj` without the labels only one of the two installs sets."""
+    labels = obj["metadata"].get("labels", {})
+    for name in (*HELM_LABELS, "app.kubernetes.io/part-of"):
+        labels.pop(name, None)
+    if not labels:
+        obj["metadata"].pop("labels", None)
+    return obj
+
+
+def test_chart_lints(bin_dir: Path) -> None:
+    helm(bin_dir, "lint", "--strict", str(CHART))
+    helm(bin_dir, "lint", "--strict", str(CHART), *(a for v in EVERYTHING for a in ("--set", v)))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chart_renders_what_deploy_applies(bin_dir: Path, variant: str) -> None:
+    where, values = VARIANTS[variant]
+    kustomized = subprocess.run(
+        [str(bin_dir / "kubectl"), "kustomize", str(where)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    deployed = {key(o): without_install_labels(o) for o in yaml.safe_load_all(kustomized) if o}
+    charted = {key(o): without_install_labels(o) for o in template(bin_dir, *values)}
+    # The release's namespace is made by whoever installs the chart (helm needs it first).
+    assert set(deployed) - set(charted) == {("Namespace", "", NAMESPACE)}
+    assert set(charted) - set(deployed) == set()
+    for k, obj in charted.items():
+        assert obj == deployed[k], f"{k} differs between the chart and {variant}"
+
+
+def test_chart_labels_every_object_it_owns(bin_dir: Path) -> None:
+    for obj in template(bin_dir, *EVERYTHING):
+        if obj["kind"] != "CustomResourceDefinition":
+            labels = obj["metadata"]["labels"]
+            assert labels["app.kubernetes.io/part-of"] == "migplan", key(obj)
+            assert labels["app.kubernetes.io/managed-by"] == "Helm", key(obj)
+
+
+def test_chart_rebalance_cronjob_is_the_example(bin_dir: Path) -> None:
+    example = ROOT / "deploy" / "examples" / "rebalance-cronjob.yaml"
+    wanted = {key(o): o for o in yaml.safe_load_all(example.read_text()) if o}
+    charted = {
+        key(o): without_install_labels(o)
+        for o in template(bin_dir, "rebalance.enabled=true")
+        if key(o) in wanted
+    }
+    assert charted == wanted
+
+
+@pytest.fixture(scope="module")
+def chart_plane(bin_dir: Path) -> Iterator[ControlPlane]:
+    """A control plane of the chart's own: it installs cluster-wide objects (ClusterRoles,
+    the admission policy) under the names deploy/ uses on the session's control plane."""
+    with ControlPlane.up(bin_dir) as cp:
+        cp.kubectl("apply", "-f", str(bin_dir / "servicemonitor-crd.yaml"), "--server-side")
+        for namespace, labels in (
+            (NAMESPACE, {"pod-security.kubernetes.io/enforce": "restricted"}),
+            ("gpu-operator", {}),
+        ):
+            manifest = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace, "labels": labels},
+            }
+            cp.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+        runtime = {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "nvidia"},
+            "handler": "nvidia",
+        }
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(runtime))
+        yield cp
+
+
+def test_chart_with_every_option_passes_the_api_servers_dry_run(
+    bin_dir: Path, chart_plane: ControlPlane
+) -> None:
+    cp = chart_plane
+    # In an agent namespace of its own: the install test below makes the default one.
+    objects = template(
+        bin_dir,
+        *EVERYTHING,
+        "rebalance.enabled=true",
+        "metrics.serviceMonitor.enabled=true",
+        "agent.namespace=migplan-agent-dry-run",
+    )
+    assert "ServiceMonitor" in {o["kind"] for o in objects}
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(crds))
+    # A dry run cannot see the namespace it would create itself.
+    agent_ns = [o for o in objects if o["kind"] == "Namespace"]
+    cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(agent_ns))
+    rest = [o for o in objects if o["kind"] not in ("CustomResourceDefinition", "Namespace")]
+    dry = cp.kubectl(
+        "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(rest), check=False
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("(server dry run)") == len(rest)
+
+
+def test_helm_install_then_the_operator_plans_as_the_charts_service_account(
+    bin_dir: Path, chart_plane: ControlPlane
+) -> None:
+    cp = chart_plane
+    helm(
+        bin_dir,
+        "install",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "--set",
+        "gpuOperator.enabled=true",
+        kubeconfig=cp.kubeconfig,
+    )
+    listed = json.loads(
+        helm(bin_dir, "list", "-n", NAMESPACE, "-o", "json", kubeconfig=cp.kubeconfig)
+    )
+    assert [(r["name"], r["status"]) for r in listed] == [(RELEASE, "deployed")]
+    for name in ("chart-1", "chart-2"):
+        node = gpu_node(name, product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": "chart"})
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(node))
+        report_partition(cp, name)
+    as_operator = cp.service_account_kubeconfig(namespace=NAMESPACE, name="migplan-operator")
+    plan = {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": "chart-pool"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": "chart"}},
+            "demand": {"profiles": [{"resource": "nvidia.com/mig-3g.40gb", "count": 3}]},
+            "dryRun": True,
+        },
+    }
+
+    def planned() -> dict | None:
+        got = json.loads(cp.kubectl("get", "gpp", "chart-pool", "-o", "json").stdout)
+        status = got.get("status", {})
+        return status if status.get("phase") == "Planned" else None
+
+    with running_operator(cp, kubeconfig=as_operator):
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan))
+        status = wait_for(planned, "the operator to plan as the chart's ServiceAccount", 90)
+        assert status["demandMet"] == "3/3"
+    helm(bin_dir, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", kubeconfig=cp.kubeconfig)
+    left = cp.kubectl("get", "clusterrole", "migplan-operator", check=False)
+    assert left.returncode != 0
+    assert "NotFound" in left.stderr

@@ -1,0 +1,49 @@
+"""Log events: one line each, JSON or for people as --log-format says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import structlog
+
+from migplan.operator.cli.app import run
+from migplan.operator.logs import LogFormat, configure_logging
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    yield
+    structlog.reset_defaults()
+
+
+def test_json_format_writes_one_json_object_per_event(capsys) -> None:
+    configure_logging(level="info", json=LogFormat.JSON.as_json())
+    structlog.get_logger().info("plan.planned", plan="pool", met=3)
+    line = capsys.readouterr().err.strip()
+    event = json.loads(line)
+    assert (event["event"], event["plan"], event["met"], event["level"]) == (
+        "plan.planned",
+        "pool",
+        3,
+        "info",
+    )
+
+
+def test_console_format_is_for_people(capsys) -> None:
+    configure_logging(level="info", json=LogFormat.CONSOLE.as_json())
+    structlog.get_logger().info("plan.planned", plan="pool")
+    line = capsys.readouterr().err.strip()
+    assert "plan.planned" in line
+    assert "plan=pool" in line
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(line)
+
+
+def test_auto_format_decides_by_the_terminal() -> None:
+    assert LogFormat.AUTO.as_json() is None
+
+
+def test_unknown_log_format_is_bad_input(capsys) -> None:
+    assert run(["--log-format", "xml", "profiles"]) == 2
+    assert "xml" in capsys.readouterr().err
