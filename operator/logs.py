@@ -30,6 +30,45 @@ class LogFormat(StrEnum):
         return None if self is LogFormat.AUTO else self is LogFormat.JSON
 
 
+_rendering = {"json": True}
+"""How the last configure_logging renders, for stdlib records (stdlib_formatter)."""
+
+
+def _renderer(*, as_json: bool) -> structlog.typing.Processor:
+    if as_json:
+        return structlog.processors.JSONRenderer()
+    return structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+
+
+def _kubernetes_object(
+    _: object, __: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """kopf's records name the object they concern (record.k8s_ref): keep it as `object`."""
+    ref = getattr(event.get("_record"), "k8s_ref", None)
+    if isinstance(ref, dict):
+        event["object"] = {k: ref[k] for k in ("kind", "namespace", "name") if ref.get(k)}
+    return event
+
+
+def stdlib_formatter() -> logging.Formatter:
+    """A formatter that writes standard-library log records (kopf's) as migplan's own events:
+    one line each, the same keys (event, level, timestamp, plus logger and the Kubernetes
+    object) and the same rendering as configure_logging chose, so a log pipeline sees one
+    shape."""
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _kubernetes_object,
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            _renderer(as_json=_rendering["json"]),
+        ],
+    )
+
+
 def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
     """Send structlog events at `level` or above to stderr, as JSON unless on a terminal."""
     try:
@@ -39,11 +78,8 @@ def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
             f"unknown log level {level!r} (use one of: {', '.join(_LEVELS)})"
         ) from None
     as_json = (not sys.stderr.isatty()) if json is None else json
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer()
-        if as_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
+    _rendering["json"] = as_json
+    renderer = _renderer(as_json=as_json)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

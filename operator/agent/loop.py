@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import structlog
 
+from migplan.operator.agent.metrics import PASSES
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.kube import client as kube
 
@@ -65,9 +66,11 @@ def run(
         try:
             if before_pass:
                 before_pass()
-            agent.run_once()
+            status = agent.run_once()
+            PASSES.labels(result="ok" if status is not None else "no-partition").inc()
             health.beat()
         except Exception:
+            PASSES.labels(result="error").inc()
             log.exception("pass failed", node=agent.node)
             stop.wait(min(interval, 5))
             continue

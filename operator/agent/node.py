@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from migplan.operator.agent.metrics import record_pass
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
 from migplan.operator.conditions import keep_transition_times
 from migplan.operator.kube import client as kube
@@ -112,6 +113,7 @@ class NodeAgent:
         )
         if document != previous:
             kube.patch_node_partition_status(self.api, name=self.node, status=document)
+        record_pass(phase=phase, observed=observed, changed=changed)
         steps = [s for o in outcomes for s in o.steps]
         (log.info if steps or document != previous else log.debug)(
             "reconciled",

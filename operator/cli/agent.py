@@ -12,6 +12,7 @@ from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.loop import Health, run, serve_liveness
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli.context import KubeconfigOpt, state
+from migplan.operator.controller.metrics_server import serve_metrics
 from migplan.operator.kube import client as kube
 from migplan.planner.errors import MigplanInputError
 
@@ -42,6 +43,15 @@ def agent(
         str | None,
         typer.Option(help="Serve a liveness endpoint, e.g. http://0.0.0.0:8081/healthz."),
     ] = None,
+    metrics_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve Prometheus metrics (NVML call latency and errors, passes, instances by "
+            "profile, last apply) on this port; 0: none.",
+        ),
+    ] = 0,
     device_plugin_namespace: Annotated[
         str, typer.Option(help="Namespace of the NVIDIA device-plugin pods.")
     ] = "gpu-operator",
@@ -101,6 +111,8 @@ def agent(
     health = Health(interval)
     if liveness:
         serve_liveness(liveness, health)
+    if metrics_port:
+        serve_metrics(port=metrics_port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -83,6 +83,7 @@ def operator(
     from migplan.operator.controller import handlers
     from migplan.operator.controller.metrics_server import KubernetesAuthorizer, serve_metrics
     from migplan.operator.kube import client as kube
+    from migplan.operator.logs import stdlib_formatter
 
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's login handler reads it
@@ -117,6 +118,9 @@ def operator(
         )
     verbose = bool(os.environ.get("MIGPLAN_KOPF_VERBOSE"))
     kopf.configure(log_format=kopf.LogFormat.JSON, log_refkey="object", verbose=verbose)
+    # kopf's records (its handler on the root logger among them) in migplan's own shape.
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(stdlib_formatter())
     if not verbose:
         # kopf logs every handler and timer run at info; keep its warnings and errors only.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)

@@ -6,6 +6,7 @@ instance concerned). Pass `FakeNvml` from `emulator.py` instead of `pynvml` to r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from migplan.operator.nvml import errors
+from migplan.operator.nvml.metrics import NVML_CALL_SECONDS, NVML_ERRORS
 from migplan.planner.catalog import GpuModel
 from migplan.planner.layout import Instance, Layout
 
@@ -89,10 +91,15 @@ class NvmlAdapter:
         self._call("nvmlShutdown", "", self._nvml.nvmlShutdown)
 
     def _call(self, name: str, where: str, function: Callable[..., T], *args: Any) -> T:
+        started = time.perf_counter()
         try:
             return function(*args)
         except self._nvml.NVMLError as exc:
-            raise errors.typed(int(exc.value), name, where) from None
+            code = int(exc.value)
+            NVML_ERRORS.labels(call=name, error=errors.NAMES.get(code, str(code))).inc()
+            raise errors.typed(code, name, where) from None
+        finally:
+            NVML_CALL_SECONDS.labels(call=name).observe(time.perf_counter() - started)
 
     def _handle(self, index: int) -> Any:
         return self._call(

@@ -308,7 +308,7 @@ def test_the_agent_gets_what_the_nvidia_runtime_needs_to_reach_nvml(deployed) ->
     assert agent["securityContext"]["privileged"] is True  # CAP_SYS_ADMIN for MIG config
 
 
-def test_network_policies_admit_only_scrapers_to_the_operator(deployed) -> None:
+def test_network_policies_admit_only_scrapers_to_the_metrics_ports(deployed) -> None:
     policies = {
         d["metadata"]["name"]: d for d in rendered(deployed) if d["kind"] == "NetworkPolicy"
     }
@@ -317,19 +317,14 @@ def test_network_policies_admit_only_scrapers_to_the_operator(deployed) -> None:
         pod = workload(deployed, name)["spec"]["template"]
         assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
         assert policy["policyTypes"] == ["Ingress"]
-    assert policies["migplan-agent"]["spec"]["ingress"] == []
-    [rule] = policies["migplan-operator"]["spec"]["ingress"]
-    assert rule["from"] == [
-        {"namespaceSelector": {"matchLabels": {"migplan.io/metrics-scraper": "true"}}}
-    ]
-    operator_ports = {
-        p["name"]
-        for p in workload(deployed, "migplan-operator")["spec"]["template"]["spec"]["containers"][
-            0
-        ]["ports"]
-    }
-    assert [p["port"] for p in rule["ports"]] == ["metrics"]
-    assert "metrics" in operator_ports
+        # one rule: scrapers' namespaces, to the metrics port only (not health, nothing else)
+        [rule] = policy["ingress"]
+        assert rule["from"] == [
+            {"namespaceSelector": {"matchLabels": {"migplan.io/metrics-scraper": "true"}}}
+        ]
+        assert [p["port"] for p in rule["ports"]] == ["metrics"]
+        ports = {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
+        assert ports == {"metrics", "health"}
     stored = json.loads(deployed.kubectl("get", "networkpolicy", "-A", "-o", "json").stdout)[
         "items"
     ]

@@ -8,7 +8,7 @@ import pytest
 import structlog
 
 from migplan.operator.cli.app import run
-from migplan.operator.logs import LogFormat, configure_logging
+from migplan.operator.logs import LogFormat, configure_logging, stdlib_formatter
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +47,25 @@ def test_auto_format_decides_by_the_terminal() -> None:
 def test_unknown_log_format_is_bad_input(capsys) -> None:
     assert run(["--log-format", "xml", "profiles"]) == 2
     assert "xml" in capsys.readouterr().err
+
+
+def test_kopf_records_come_out_in_migplans_shape(capsys) -> None:
+    import logging
+    import sys
+
+    configure_logging(level="info", json=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(stdlib_formatter())
+    kopf = logging.getLogger("kopf.objects")
+    kopf.addHandler(handler)
+    try:
+        ref = {"apiVersion": "migplan.io/v1alpha1", "kind": "GPUPartitionPlan", "name": "pool"}
+        kopf.warning("Handler 'plan' failed temporarily", extra={"k8s_ref": ref})
+    finally:
+        kopf.removeHandler(handler)
+    event = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert event["event"] == "Handler 'plan' failed temporarily"
+    assert event["level"] == "warning"
+    assert event["logger"] == "kopf.objects"
+    assert event["object"] == {"kind": "GPUPartitionPlan", "name": "pool"}
+    assert "timestamp" in event

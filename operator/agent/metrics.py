@@ -1,0 +1,47 @@
+"""Prometheus metrics of the node agent (with the NVML call metrics of `nvml/metrics.py`),
+served on `migplan agent --metrics-port`."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import Sequence
+
+from prometheus_client import Counter, Gauge
+
+from migplan.planner.layout import Layout
+from migplan.planner.nodepartition import GpuObserved
+
+PASSES = Counter(
+    "migplan_agent_passes_total",
+    "Reconcile passes of the node's NodePartition, by result (ok, error, no-partition)",
+    ["result"],
+)
+PHASE = Gauge(
+    "migplan_agent_phase",
+    "1 for the phase the node's NodePartition is in after the last pass",
+    ["phase"],
+)
+INSTANCES = Gauge(
+    "migplan_agent_instances",
+    "MIG instances on this node's GPUs after the last pass, by profile",
+    ["profile"],
+)
+LAST_APPLY = Gauge(
+    "migplan_agent_last_apply_timestamp_seconds",
+    "When a pass last changed the node's MIG layout and reached Applied (Unix time)",
+)
+
+
+def record_pass(*, phase: str, observed: Sequence[GpuObserved], changed: bool) -> None:
+    """After a pass that reported `phase`: phase, instances by profile, last apply."""
+    PHASE.clear()
+    PHASE.labels(phase=phase).set(1)
+    counts: Tally[str] = Tally()
+    for gpu in observed:
+        counts.update(Layout.parse(gpu.layout).profile_counts())
+    INSTANCES.clear()
+    for profile, count in sorted(counts.items()):
+        INSTANCES.labels(profile=profile).set(count)
+    if changed and phase == "Applied":
+        LAST_APPLY.set(time.time())
