@@ -333,7 +333,11 @@ class PlanSpec(CamelModel):
         default=None, max_length=128, description="5-field cron expression"
     )
     rollout: RolloutSpec = RolloutSpec()
-    actuator: Actuator = Actuator.AGENT
+    actuator: Actuator | None = Field(
+        default=None,
+        description="who changes the GPUs: the node agent, or NVIDIA's mig-manager; unset: the "
+        "operator's --default-actuator (agent unless the install says otherwise)",
+    )
     dry_run: Annotated[
         bool, Field(strict=True, description="plan and report only; change nothing")
     ] = False
@@ -371,6 +375,13 @@ class GPUPartitionPlan(CamelModel):
     kind: Literal["GPUPartitionPlan"]
     metadata: ObjectMeta
     spec: PlanSpec
+
+    def with_default_actuator(self, default: Actuator) -> GPUPartitionPlan:
+        """This plan, with `default` as its actuator where the spec names none (the
+        operator's --default-actuator)."""
+        if self.spec.actuator is not None:
+            return self
+        return self.model_copy(update={"spec": self.spec.model_copy(update={"actuator": default})})
 
 
 class PlanStatus(CamelModel):

@@ -9,6 +9,7 @@ import typer
 
 from migplan.operator.cli.context import KubeconfigOpt
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.spec import Actuator
 
 PEERING = "migplan"
 
@@ -61,6 +62,14 @@ def operator(
             "mig-manager); point the ClusterPolicy's migManager.config.name at it.",
         ),
     ] = "gpu-operator/migplan-mig-parted-config",
+    default_actuator: Annotated[
+        Actuator,
+        typer.Option(
+            envvar="MIGPLAN_DEFAULT_ACTUATOR",
+            help="Who changes the GPUs of plans whose spec names no actuator: the node agent, "
+            "or NVIDIA's mig-manager (on GPU Operator clusters that keep it).",
+        ),
+    ] = Actuator.AGENT,
     agent_timeout: Annotated[
         float,
         typer.Option(min=1, help="Seconds a node's agent may take to apply its partition."),
@@ -96,6 +105,7 @@ def operator(
         kubeconfig=kubeconfig,
         tick=tick,
         agent_timeout=agent_timeout,
+        default_actuator=default_actuator,
         priority=priority,
         mig_config_map=(namespace, config_map),
     )

@@ -17,6 +17,7 @@ from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import default_catalog
+from migplan.planner.spec import Actuator
 
 GROUP, VERSION, PLURAL = "migplan.io", "v1alpha1", "gpupartitionplans"
 _state: dict[str, Any] = {}
@@ -40,6 +41,7 @@ def configure(
     agent_timeout: float,
     priority: int,
     mig_config_map: tuple[str, str],
+    default_actuator: Actuator = Actuator.AGENT,
 ) -> None:
     """Connect the controller and register the periodic tick (`tick` seconds apart)."""
     _state["priority"] = priority
@@ -49,6 +51,7 @@ def configure(
         events=_event,
         agent_timeout=agent_timeout,
         mig_config_map=mig_config_map,
+        default_actuator=default_actuator,
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
     _state["ticker"] = PlanTicker(_state["controller"], interval=tick)

@@ -16,7 +16,7 @@ from migplan.planner.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan
+from migplan.planner.spec import Actuator, GPUPartitionPlan
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,18 @@ class PlanningResult:
     plan: Plan
 
 
-def plan_status(*, body: dict[str, Any], api: Any, catalog: Catalog) -> PlanningResult:
-    """Plan `body` (a GPUPartitionPlan object) on the cluster behind `api`."""
+def plan_status(
+    *,
+    body: dict[str, Any],
+    api: Any,
+    catalog: Catalog,
+    default_actuator: Actuator = Actuator.AGENT,
+) -> PlanningResult:
+    """Plan `body` (a GPUPartitionPlan object) on the cluster behind `api`; a plan naming no
+    actuator is planned for `default_actuator`."""
     manifest = parse_model(
         GPUPartitionPlan, body, source=f"GPUPartitionPlan {body['metadata']['name']}"
-    )
+    ).with_default_actuator(default_actuator)
     generation = int(body["metadata"].get("generation", 0))
     started = time.monotonic()
     snapshot = read_inventory(api)

@@ -38,7 +38,7 @@ from migplan.planner.rollout import (
 )
 from migplan.planner.schedule import is_due, next_run, parse_timestamp, timestamp, window_state
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan, duration_seconds
+from migplan.planner.spec import Actuator, GPUPartitionPlan, duration_seconds
 
 log = structlog.get_logger("migplan.operator")
 
@@ -72,6 +72,8 @@ class PlanController:
     events: Events
     agent_timeout: float = 600.0
     mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
+    default_actuator: Actuator = Actuator.AGENT
+    """The actuator of plans that name none."""
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
@@ -169,7 +171,12 @@ class PlanController:
             return
         started = time.monotonic()
         try:
-            result = plan_status(body=body, api=self.api, catalog=self.catalog)
+            result = plan_status(
+                body=body,
+                api=self.api,
+                catalog=self.catalog,
+                default_actuator=self.default_actuator,
+            )
         except MigplanInputError as exc:
             self._write(body, {"phase": "Invalid", "observedGeneration": generation})
             self.events(body, "Warning", "Invalid", str(exc))
@@ -317,7 +324,7 @@ class PlanController:
             agent_timeout=self.agent_timeout,
             events=lambda kind, reason, message: self.events(body, kind, reason, message),
             clock=self.clock,
-            actuator=spec.actuator,
+            actuator=spec.actuator or self.default_actuator,
             mig_config_map=self.mig_config_map,
         )
         for record in sorted(records.values(), key=lambda r: r.order):

@@ -34,7 +34,7 @@ def test_defaults_are_safe() -> None:
     spec = parse().spec
     assert spec.policy.disruption.value == "none"
     assert spec.rollout.max_unavailable == 1
-    assert spec.actuator.value == "agent"
+    assert spec.actuator is None  # the operator's default, agent unless set otherwise
     assert not spec.dry_run
 
 
