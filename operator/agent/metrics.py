@@ -29,12 +29,14 @@ INSTANCES = Gauge(
 )
 LAST_APPLY = Gauge(
     "migplan_agent_last_apply_timestamp_seconds",
-    "When a pass last changed the node's MIG layout and reached Applied (Unix time)",
+    "When the agent last reached Applied for a new NodePartition generation (Unix time)",
 )
 
 
-def record_pass(*, phase: str, observed: Sequence[GpuObserved], changed: bool) -> None:
-    """After a pass that reported `phase`: phase, instances by profile, last apply."""
+def record_pass(*, phase: str, observed: Sequence[GpuObserved], newly_applied: bool) -> None:
+    """After a pass that reported `phase`: phase, instances by profile, and the last apply
+    when this pass reached Applied for a spec generation not applied before (a change often
+    becomes Applied a pass later, once the device plugin shows it)."""
     PHASE.clear()
     PHASE.labels(phase=phase).set(1)
     counts: Tally[str] = Tally()
@@ -43,5 +45,5 @@ def record_pass(*, phase: str, observed: Sequence[GpuObserved], changed: bool) -
     INSTANCES.clear()
     for profile, count in sorted(counts.items()):
         INSTANCES.labels(profile=profile).set(count)
-    if changed and phase == "Applied":
+    if newly_applied:
         LAST_APPLY.set(time.time())

@@ -113,7 +113,11 @@ class NodeAgent:
         )
         if document != previous:
             kube.patch_node_partition_status(self.api, name=self.node, status=document)
-        record_pass(phase=phase, observed=observed, changed=changed)
+        record_pass(
+            phase=phase,
+            observed=observed,
+            newly_applied=applied != previous.get("appliedGeneration"),
+        )
         steps = [s for o in outcomes for s in o.steps]
         (log.info if steps or document != previous else log.debug)(
             "reconciled",

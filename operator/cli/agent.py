@@ -12,8 +12,8 @@ from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.loop import Health, run, serve_liveness
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli.context import KubeconfigOpt, state
-from migplan.operator.controller.metrics_server import serve_metrics
 from migplan.operator.kube import client as kube
+from migplan.operator.metrics_server import serve_metrics
 from migplan.planner.errors import MigplanInputError
 
 

@@ -90,9 +90,9 @@ def operator(
     import kopf
 
     from migplan.operator.controller import handlers
-    from migplan.operator.controller.metrics_server import KubernetesAuthorizer, serve_metrics
     from migplan.operator.kube import client as kube
     from migplan.operator.logs import stdlib_formatter
+    from migplan.operator.metrics_server import KubernetesAuthorizer, serve_metrics
 
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's login handler reads it

@@ -15,8 +15,7 @@ from migplan.operator.conditions import condition
 from migplan.planner.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
-from migplan.planner.schema import parse_model
-from migplan.planner.spec import Actuator, GPUPartitionPlan
+from migplan.planner.spec import GPUPartitionPlan
 
 
 @dataclass(frozen=True)
@@ -29,17 +28,10 @@ class PlanningResult:
 
 
 def plan_status(
-    *,
-    body: dict[str, Any],
-    api: Any,
-    catalog: Catalog,
-    default_actuator: Actuator = Actuator.AGENT,
+    *, body: dict[str, Any], manifest: GPUPartitionPlan, api: Any, catalog: Catalog
 ) -> PlanningResult:
-    """Plan `body` (a GPUPartitionPlan object) on the cluster behind `api`; a plan naming no
-    actuator is planned for `default_actuator`."""
-    manifest = parse_model(
-        GPUPartitionPlan, body, source=f"GPUPartitionPlan {body['metadata']['name']}"
-    ).with_default_actuator(default_actuator)
+    """Plan `manifest` (parsed from `body`, the GPUPartitionPlan object) on the cluster
+    behind `api`."""
     generation = int(body["metadata"].get("generation", 0))
     started = time.monotonic()
     snapshot = read_inventory(api)

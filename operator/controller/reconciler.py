@@ -83,7 +83,8 @@ class PlanController:
             return self._locks.setdefault(name, threading.Lock())
 
     def _manifest(self, body: dict[str, Any]) -> GPUPartitionPlan | None:
-        """The plan's spec, or None after marking the plan Invalid."""
+        """The plan, its actuator resolved to the default where it names none; or None after
+        marking the plan Invalid."""
         name = body["metadata"]["name"]
         try:
             manifest = parse_model(GPUPartitionPlan, body, source=f"GPUPartitionPlan {name}")
@@ -96,7 +97,7 @@ class PlanController:
             self.events(body, "Warning", "Invalid", str(exc))
             metrics.set_phase(name, "Invalid")
             return None
-        return manifest
+        return manifest.with_default_actuator(self.default_actuator)
 
     def _write(self, body: dict[str, Any], status: dict[str, Any]) -> None:
         kube.patch_plan_status(self.api, name=body["metadata"]["name"], status=status)
@@ -171,12 +172,7 @@ class PlanController:
             return
         started = time.monotonic()
         try:
-            result = plan_status(
-                body=body,
-                api=self.api,
-                catalog=self.catalog,
-                default_actuator=self.default_actuator,
-            )
+            result = plan_status(body=body, manifest=manifest, api=self.api, catalog=self.catalog)
         except MigplanInputError as exc:
             self._write(body, {"phase": "Invalid", "observedGeneration": generation})
             self.events(body, "Warning", "Invalid", str(exc))

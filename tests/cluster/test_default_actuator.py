@@ -72,3 +72,6 @@ def test_plans_without_an_actuator_follow_the_operators_default(
         assert demand_met(cp, name) == met
     finally:
         cp.kubectl("delete", "gpp", name, "--wait=false", check=False)
+        # Leave no schedulable MIG node behind for other tests' pods.
+        cp.kubectl("delete", "node", "da-1", "--wait=false", check=False)
+        cp.kubectl("delete", "nodepartition", "da-1", "--wait=false", check=False)

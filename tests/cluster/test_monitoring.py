@@ -133,6 +133,9 @@ def test_dashboard_queries_name_metrics_the_live_processes_export(crds) -> None:
     finally:
         agent.terminate()
         agent.wait(timeout=30)
+        # Leave no schedulable MIG node behind for other tests' pods.
+        cp.kubectl("delete", "node", "mon-h100", "--wait=false", check=False)
+        cp.kubectl("delete", "nodepartition", "mon-h100", "--wait=false", check=False)
     lines = [line for line in log.splitlines() if line.strip()]
     events = [json.loads(line) for line in lines]  # every line one JSON event
     assert all({"event", "level", "timestamp"} <= e.keys() for e in events)

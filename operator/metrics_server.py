@@ -1,4 +1,5 @@
-"""Serving the operator's Prometheus metrics, optionally only to callers RBAC allows.
+"""Serving Prometheus metrics (the operator's and the node agent's), optionally only to callers
+RBAC allows.
 
 With `--metrics-auth=kubernetes` a scrape must carry a bearer token; the API server says whose
 it is (TokenReview) and whether that identity may `get` the non-resource URL `/metrics`
