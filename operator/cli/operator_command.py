@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.spec import Actuator
 
@@ -74,6 +76,12 @@ def operator(
         float,
         typer.Option(min=1, help="Seconds a node's agent may take to apply its partition."),
     ] = 600.0,
+    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
+    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
+    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
+    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
+    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
+    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
 ) -> None:
     """Run the operator: plan every GPUPartitionPlan, and roll non-dry-run plans out.
 
@@ -108,6 +116,14 @@ def operator(
         default_actuator=default_actuator,
         priority=priority,
         mig_config_map=(namespace, config_map),
+        gpu_operator=GpuOperatorSettings(
+            namespace=gpu_operator_namespace,
+            strategy_label=mig_strategy_label,
+            device_plugin=device_plugin_selector,
+            feature_discovery=gfd_selector,
+            dcgm_exporter=dcgm_exporter_selector,
+            mig_manager=mig_manager_selector,
+        ),
     )
     if metrics_port:
         authorize = None

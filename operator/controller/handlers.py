@@ -15,6 +15,7 @@ import structlog
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.ticker import PlanTicker
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import default_catalog
 from migplan.planner.spec import Actuator
@@ -42,6 +43,7 @@ def configure(
     priority: int,
     mig_config_map: tuple[str, str],
     default_actuator: Actuator = Actuator.AGENT,
+    gpu_operator: GpuOperatorSettings | None = None,
 ) -> None:
     """Connect the controller and register the periodic tick (`tick` seconds apart)."""
     _state["priority"] = priority
@@ -52,6 +54,7 @@ def configure(
         agent_timeout=agent_timeout,
         mig_config_map=mig_config_map,
         default_actuator=default_actuator,
+        gpu_operator=gpu_operator or GpuOperatorSettings(),
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
     _state["ticker"] = PlanTicker(_state["controller"], interval=tick)

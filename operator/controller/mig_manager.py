@@ -15,11 +15,24 @@ from typing import Any
 
 import yaml
 
+from migplan.operator.gpu_operator import (
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+    GpuOperatorSettings,
+)
 from migplan.operator.kube import client as kube
 from migplan.planner.migparted import config_name, node_config, owned_by
 
-CONFIG_LABEL = "nvidia.com/mig.config"
-STATE_LABEL = "nvidia.com/mig.config.state"
+CONFIG_LABEL = MIG_CONFIG_LABEL
+STATE_LABEL = MIG_CONFIG_STATE_LABEL
+AGENT_OWNED = "migplan-agent"
+"""`nvidia.com/mig.config` on nodes whose GPUs migplan's agent changes. No mig-parted config
+has this name, so a mig-manager that starts there anyway fails its config check
+(`nvidia-mig-parted assert --valid-config`) before it pauses a component or touches a GPU."""
+DISABLED_BY_MIGPLAN = "migplan.io/mig-manager-disabled"
+"""Node annotation: migplan set `nvidia.com/gpu.deploy.mig-manager=false` (and puts it back
+to `true` if a plan later hands the node to mig-manager)."""
 CONFIG_KEY = "config.yaml"
 """The key mig-manager reads in its ConfigMap (point the ClusterPolicy's migManager.config
 at this ConfigMap)."""
@@ -32,6 +45,7 @@ def hand_over(
     config name."""
     entries = node_config(targets)
     name = config_name(node, entries)
+    enable_on_node(api, node=node)
 
     def edit(data: dict[str, str]) -> dict[str, str]:
         document = yaml.safe_load(data.get(CONFIG_KEY) or "") or {}
@@ -49,6 +63,57 @@ def hand_over(
         body={"metadata": {"labels": {CONFIG_LABEL: name, STATE_LABEL: None}}},
     )
     return name
+
+
+def disable_on_node(api: Any, *, node: str) -> bool:
+    """Keep mig-manager off a node whose GPUs the agent changes; whether a label changed.
+
+    mig-manager applies the config its label names each time it starts, so a mig-manager
+    restart (an upgrade, an evicted pod) would rebuild GPUs the agent laid out. Its
+    DaemonSet runs only where `nvidia.com/gpu.deploy.mig-manager=true`, and the GPU Operator
+    adds that label only when it is missing, so `false` keeps it away for good; the config
+    label names a config that does not exist, in case a mig-manager starts there anyway.
+    """
+    labels = kube.get_node(api, name=node).metadata.labels or {}
+    if labels.get(MIG_MANAGER_DEPLOY_LABEL) == "false" and labels.get(CONFIG_LABEL) == AGENT_OWNED:
+        return False
+    kube.patch_node(
+        api,
+        name=node,
+        body={
+            "metadata": {
+                "labels": {MIG_MANAGER_DEPLOY_LABEL: "false", CONFIG_LABEL: AGENT_OWNED},
+                "annotations": {DISABLED_BY_MIGPLAN: "true"},
+            }
+        },
+    )
+    return True
+
+
+def enable_on_node(api: Any, *, node: str) -> None:
+    """Undo `disable_on_node` (the node is handed to mig-manager now)."""
+    node_obj = kube.get_node(api, name=node)
+    if (node_obj.metadata.annotations or {}).get(DISABLED_BY_MIGPLAN):
+        kube.patch_node(
+            api,
+            name=node,
+            body={
+                "metadata": {
+                    "labels": {MIG_MANAGER_DEPLOY_LABEL: "true"},
+                    "annotations": {DISABLED_BY_MIGPLAN: None},
+                }
+            },
+        )
+
+
+def pods_on(api: Any, *, node: str, settings: GpuOperatorSettings) -> list[str]:
+    """Names of the mig-manager pods on `node` (terminating ones too: they may still act)."""
+    return [
+        str(p.metadata.name)
+        for p in kube.list_pods(
+            api, namespace=settings.namespace, label_selector=settings.mig_manager, node=node
+        )
+    ]
 
 
 def state_of(api: Any, *, node: str) -> tuple[str | None, str | None]:

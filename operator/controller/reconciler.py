@@ -26,6 +26,7 @@ from migplan.operator.controller.rollout import (
     NodeStepper,
     release_nodes,
 )
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
@@ -74,6 +75,7 @@ class PlanController:
     mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
     default_actuator: Actuator = Actuator.AGENT
     """The actuator of plans that name none."""
+    gpu_operator: GpuOperatorSettings = field(default_factory=GpuOperatorSettings)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
@@ -322,6 +324,7 @@ class PlanController:
             clock=self.clock,
             actuator=spec.actuator or self.default_actuator,
             mig_config_map=self.mig_config_map,
+            gpu_operator=self.gpu_operator,
         )
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:

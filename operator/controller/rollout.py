@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from migplan.operator.controller import metrics, mig_manager
+from migplan.operator.gpu_operator import MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.resources import is_mig_resource, resource_name
@@ -67,6 +68,7 @@ class NodeStepper:
     actuator: Actuator = Actuator.AGENT
     mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
     """(namespace, name) of the ConfigMap mig-manager reads (mig-manager actuator)."""
+    gpu_operator: GpuOperatorSettings = field(default_factory=GpuOperatorSettings)
     _refusals: dict[str, _Refusal] = field(default_factory=dict)
     """Per pod, the last refused eviction: why, how often, and when to try again."""
 
@@ -156,6 +158,16 @@ class NodeStepper:
                 "the node changed since planning (" + "; ".join(stale) + "): left as it is; "
                 "planned again after this rollout",
             )
+        if self.actuator is Actuator.AGENT and mig_manager.disable_on_node(
+            self.api, node=record.node
+        ):
+            self.events(
+                "Normal",
+                "MigManagerDisabled",
+                f"{record.node}: {MIG_MANAGER_DEPLOY_LABEL}=false and "
+                f"{mig_manager.CONFIG_LABEL}={mig_manager.AGENT_OWNED}, so a mig-manager "
+                "(re)start cannot rebuild the GPUs migplan's agent lays out",
+            )
         if record.disruptive:
             return self._next(record, NodeStep.CORDONING, "cordoning")
         return self._next(record, NodeStep.PARTITIONING, "only free slices change: no cordon")
@@ -242,7 +254,7 @@ class NodeStepper:
             return self._next(record, NodeStep.EVICTING, message)
         return None
 
-    def _partition(self, record: NodeRollout) -> NodeRollout:
+    def _partition(self, record: NodeRollout) -> NodeRollout | None:
         if self.actuator is Actuator.MIG_MANAGER:
             # The agent only reports on this node from now on: no target of its own to
             # enforce against what mig-manager makes.
@@ -268,6 +280,18 @@ class NodeStepper:
                 NodeStep.VERIFYING,
                 f"waiting for mig-manager to apply {name}",
             )
+        staying = mig_manager.pods_on(self.api, node=record.node, settings=self.gpu_operator)
+        if staying:
+            since = parse_timestamp(record.since) if record.since else self.clock()
+            if (self.clock() - since).total_seconds() > self.agent_timeout:
+                return self._next(
+                    record,
+                    NodeStep.ROLLING_BACK,
+                    f"mig-manager ({', '.join(staying)}) still runs on the node after "
+                    f"{self.agent_timeout:.0f} s with {MIG_MANAGER_DEPLOY_LABEL}="
+                    "false: the agent changes nothing while it could rebuild the GPUs",
+                )
+            return self._waiting(record, f"waiting for mig-manager to leave: {', '.join(staying)}")
         body = {
             "apiVersion": "migplan.io/v1alpha1",
             "kind": "NodePartition",

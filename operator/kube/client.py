@@ -129,12 +129,25 @@ def pods_on_node(api: client.ApiClient, *, node: str) -> list[Any]:
     )
 
 
+def list_pods(
+    api: client.ApiClient, *, namespace: str, label_selector: str, node: str | None = None
+) -> list[Any]:
+    """Pods in `namespace` matching `label_selector` (on `node`, if given)."""
+    return list(
+        client.CoreV1Api(api)
+        .list_namespaced_pod(
+            namespace,
+            label_selector=label_selector,
+            field_selector=f"spec.nodeName={node}" if node else None,
+        )
+        .items
+    )
+
+
 def delete_pods(api: client.ApiClient, *, namespace: str, label_selector: str, node: str) -> int:
     """Delete the pods on `node` matching `label_selector` in `namespace`; how many."""
     core = client.CoreV1Api(api)
-    pods = core.list_namespaced_pod(
-        namespace, label_selector=label_selector, field_selector=f"spec.nodeName={node}"
-    ).items
+    pods = list_pods(api, namespace=namespace, label_selector=label_selector, node=node)
     for pod in pods:
         assert pod.metadata is not None
         assert pod.metadata.name is not None
@@ -160,6 +173,20 @@ def watch_node_partition(api: client.ApiClient, *, name: str, timeout: int) -> l
         seen.append(str(event["type"]))
         stream.stop()
     return seen
+
+
+def list_cluster_policies(api: client.ApiClient) -> list[dict[str, Any]] | None:
+    """The GPU Operator's ClusterPolicy objects; None when the API server has no such kind
+    or migplan may not read it."""
+    try:
+        found = client.CustomObjectsApi(api).list_cluster_custom_object(
+            "nvidia.com", "v1", "clusterpolicies"
+        )
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return None
+        raise
+    return list(cast(dict[str, Any], found)["items"])
 
 
 def list_nodes(api: client.ApiClient, *, label_selector: str) -> list[Any]:

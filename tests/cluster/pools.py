@@ -1,0 +1,146 @@
+"""Test pools of simulated GPU nodes on the real control plane, and the plan and pod helpers
+the rollout tests share."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from nodes import gpu_node, mig_deployment, mig_pod, reported
+from waiting import wait_for
+
+from migplan.operator.controller.partitions import PartitionBootstrap
+from migplan.operator.kube import client as kube
+from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
+from migplan.planner.catalog import default_catalog
+
+ALWAYS_OPEN = {"start": "* * * * *", "duration": "1h"}
+
+
+def closed_window() -> dict:
+    """A daily one-hour window that starts twelve hours from now."""
+    hour = (datetime.now(UTC) + timedelta(hours=12)).hour
+    return {"start": f"0 {hour} * * *", "duration": "1h"}
+
+
+def make_plan(name: str, pool: str, *, window: dict, **spec) -> dict:
+    return {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": pool}},
+            "demand": {
+                "fromPendingPods": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": pool}},
+                    "priority": 10,
+                }
+            },
+            "policy": {"disruption": "evict"},
+            "window": window,
+            "rollout": {"maxUnavailable": 1, "drainTimeout": "20s"},
+            **spec,
+        },
+    }
+
+
+def apply(cp, *objects: dict) -> None:
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+    )
+
+
+def build_pool(
+    cp, pool: str, layouts: dict[str, str], *, labels: dict[str, str] | None = None
+) -> SimulatedFleet:
+    """One-GPU H100 nodes labelled for `pool` (and `labels`), with the given layouts, their
+    fleet running."""
+    catalog = default_catalog()
+    apply(
+        cp,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool}},
+        *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=pool, labels=labels) for n in layouts),
+    )
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    nodes = {
+        n: emulated_node(["H100-80GB"], [layout], catalog=catalog) for n, layout in layouts.items()
+    }
+    # What a long-running operator has done by now: every node has a NodePartition its agent
+    # reports in (so no test races the agents' first report).
+    bootstrap = PartitionBootstrap(api)
+    for name in layouts:
+        bootstrap.ensure(node=name, uid=kube.get_node(api, name=name).metadata.uid)
+    fleet = SimulatedFleet(api=api, nodes=nodes, catalog=catalog, interval=0.3).start()
+    wait_for(lambda: reported(cp) >= set(layouts), "the agents' first report")
+    return fleet
+
+
+def pod(cp, namespace: str, name: str) -> dict | None:
+    result = cp.kubectl("get", "pod", "-n", namespace, name, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def running(cp, namespace: str, *names: str) -> bool:
+    pods = [pod(cp, namespace, n) for n in names]
+    return all(p and p["status"].get("phase") == "Running" for p in pods)
+
+
+def plan_status(cp, name: str) -> dict:
+    return json.loads(cp.kubectl("get", "gpp", name, "-o", "json").stdout).get("status", {})
+
+
+def node_obj(cp, name: str) -> dict:
+    return json.loads(cp.kubectl("get", "node", name, "-o", "json").stdout)
+
+
+def layout_of(fleet: SimulatedFleet, node: str) -> str:
+    return str(fleet.nodes[node].layout(0))
+
+
+def pods_of(cp, namespace: str, app: str) -> list[dict]:
+    return json.loads(
+        cp.kubectl("get", "pods", "-n", namespace, "-l", f"app={app}", "-o", "json").stdout
+    )["items"]
+
+
+def app_running(cp, namespace: str, *apps: str) -> bool:
+    return all(
+        (pods := pods_of(cp, namespace, app))
+        and all(p["status"].get("phase") == "Running" for p in pods)
+        for app in apps
+    )
+
+
+def unschedulable(cp, namespace: str, *names: str) -> bool:
+    return all(
+        any(
+            c.get("reason") == "Unschedulable"
+            for c in (pod(cp, namespace, n) or {}).get("status", {}).get("conditions", [])
+        )
+        for n in names
+    )
+
+
+def uids(cp, namespace: str, *apps: str) -> dict[str, str]:
+    """Pod name -> uid of the pods of `apps` (Deployments) in `namespace`."""
+    return {
+        p["metadata"]["name"]: p["metadata"]["uid"] for a in apps for p in pods_of(cp, namespace, a)
+    }
+
+
+def start_running(cp, pool: str, *apps: str) -> dict[str, str]:
+    """One-replica Deployments of 1g.10gb pods in `pool`, running; their pods' uids."""
+    apply(cp, *(mig_deployment(a, profile="1g.10gb", namespace=pool, pool=pool) for a in apps))
+    wait_for(lambda: app_running(cp, pool, *apps), "the running pods")
+    return uids(cp, pool, *apps)
+
+
+def add_pending(cp, pool: str, count: int, profile: str = "3g.40gb") -> list[str]:
+    """`count` pods of `profile` in `pool` that no node can take yet; their names."""
+    names = [f"want-{i}" for i in range(count)]
+    apply(cp, *(mig_pod(n, profile=profile, namespace=pool, pool=pool) for n in names))
+    wait_for(lambda: unschedulable(cp, pool, *names), "the new pods to be unschedulable")
+    return names
