@@ -22,6 +22,17 @@ STRATEGY_LABEL = "nvidia.com/mig.strategy"
 """GPU feature discovery's label: `mixed` is the only strategy under which MIG instances
 are advertised as `nvidia.com/mig-<profile>`."""
 
+AGENT_OWNED = "migplan-agent"
+"""`nvidia.com/mig.config` on nodes whose GPUs migplan's agent changes. No mig-parted config
+has this name, so a mig-manager that starts there anyway fails its config check
+(`nvidia-mig-parted assert --valid-config`) before it pauses a component or touches a GPU."""
+DISABLED_BY_MIGPLAN = "migplan.io/mig-manager-disabled"
+"""Node annotation: migplan set `nvidia.com/gpu.deploy.mig-manager=false` (and puts it back
+to `true` if a plan later hands the node to mig-manager)."""
+CONFIG_KEY = "config.yaml"
+"""The key mig-manager reads in its ConfigMap (point the ClusterPolicy's migManager.config
+at this ConfigMap)."""
+
 
 @dataclass(frozen=True)
 class GpuOperatorSettings:

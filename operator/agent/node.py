@@ -20,6 +20,13 @@ from migplan.operator.conditions import keep_transition_times
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
+from migplan.operator.nvml.errors import (
+    DRIVER_NOT_LOADED,
+    LIBRARY_NOT_FOUND,
+    NAMES,
+    NO_PERMISSION,
+    NvmlError,
+)
 from migplan.planner.catalog import Catalog
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.nodepartition import (
@@ -41,7 +48,11 @@ class Bindings(Protocol):
 
 
 class DevicePlugin(Protocol):
-    """Makes the device plugin re-read the GPUs (deleting its pod, on a real node)."""
+    """Makes the device plugin (and the other components that read the instances) re-read
+    the GPUs: deleting their pods, on a real node."""
+
+    feature_discovery_seen: bool
+    """Whether GPU feature discovery runs on the node (its labels are then checked)."""
 
     def restart(self, node: str) -> None: ...
 
@@ -60,6 +71,8 @@ class NodeAgent:
     allocatable_timeout: float = 60.0
     profile_differences: list[str] | None = field(default=None, init=False)
     """How NVML's profiles differ from profiles/, checked on the first pass."""
+    restart_pending: bool = field(default=False, init=False)
+    """The GPUs changed and the components have not been restarted since."""
 
     def run_once(self) -> NodePartitionStatus | None:
         """One reconcile of the node's NodePartition; None if it has none."""
@@ -70,13 +83,22 @@ class NodeAgent:
         generation = int(found["metadata"].get("generation", 0))
         previous = found.get("status") or {}
         held = self.bindings.bindings(self.node)
-        outcomes, observed = self._reconcile(spec, held)
+        try:
+            outcomes, observed = self._reconcile(spec, held)
+        except NvmlError as exc:
+            if exc.call != "nvmlInit":
+                raise
+            return self._nvml_unavailable(exc, generation, previous)
         changed = any(o.steps for o in outcomes)
         phases = {o.phase for o in outcomes} or {GpuPhase.CONVERGED}
         conditions = []
-        if changed:
-            self.device_plugin.restart(self.node)
-        if phases == {GpuPhase.CONVERGED}:
+        restart_error = self._restart_components(changed)
+        if restart_error is not None:
+            phase = "Failed"
+            conditions.append(
+                _condition("Ready", False, "ComponentsNotRestarted", restart_error, generation)
+            )
+        elif phases == {GpuPhase.CONVERGED}:
             ready, message = self._allocatable_matches(observed)
             phase = "Applied" if ready else "WaitingForDevicePlugin"
             conditions.append(
@@ -99,6 +121,9 @@ class NodeAgent:
             reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
             conditions.append(_condition("Ready", False, worst.value, reasons, generation))
         conditions.append(self._profiles_condition(generation))
+        conditions.append(
+            _condition("NvmlReady", True, "Loaded", "NVML answers on this node", generation)
+        )
         applied = generation if phase == "Applied" else previous.get("appliedGeneration")
         status = NodePartitionStatus(
             phase=phase,
@@ -126,6 +151,42 @@ class NodeAgent:
             generation=generation,
             steps=steps,
         )
+        return status
+
+    def _restart_components(self, changed: bool) -> str | None:
+        """Restart the components after a change (again on a later pass if that failed);
+        why it failed, if it did."""
+        self.restart_pending = self.restart_pending or changed
+        if not self.restart_pending:
+            return None
+        try:
+            self.device_plugin.restart(self.node)
+        except Exception as exc:  # reported in status; retried on the next pass
+            log.error("restarting components failed", node=self.node, error=str(exc))
+            return f"restarting the device plugin and the other GPU components failed: {exc}"
+        self.restart_pending = False
+        return None
+
+    def _nvml_unavailable(
+        self, exc: NvmlError, generation: int, previous: dict[str, Any]
+    ) -> NodePartitionStatus:
+        """Report that NVML cannot be used here (no GPUs: plans leave the node out)."""
+        name = NAMES.get(exc.code, str(exc.code))
+        message = f"{exc}: {NVML_HINTS.get(exc.code, 'see the agent log')}"
+        status = NodePartitionStatus(
+            phase="NvmlUnavailable",
+            applied_generation=previous.get("appliedGeneration"),
+            gpu_count=0,
+            gpus=(),
+            conditions=(_condition("NvmlReady", False, _camel(name), message, generation),),
+        )
+        document = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        document["conditions"] = keep_transition_times(
+            document["conditions"], previous.get("conditions") or []
+        )
+        if document != previous:
+            kube.patch_node_partition_status(self.api, name=self.node, status=document)
+            log.error("NVML unavailable", node=self.node, error=str(exc))
         return status
 
     def _check_profiles(self, nvml: NvmlAdapter) -> None:
@@ -204,17 +265,58 @@ class NodeAgent:
         want: Counter[str] = Counter()
         for gpu in observed:
             want.update(resource_name(i.profile) for i in Layout.parse(gpu.layout).instances)
+        labelled = self.device_plugin.feature_discovery_seen
         deadline = time.monotonic() + self.allocatable_timeout
         while True:
-            allocatable = kube.get_node(self.api, name=self.node).status.allocatable or {}
+            node = kube.get_node(self.api, name=self.node)
+            allocatable = node.status.allocatable or {}
             have = Counter(
                 {k: int(v) for k, v in allocatable.items() if is_mig_resource(k) and int(v)}
             )
-            if have == want:
-                return True, "NVML and the node's allocatable resources agree"
+            labels = _mig_count_labels(node.metadata.labels or {}) if labelled else want
+            if have == want and labels == want:
+                return True, (
+                    "NVML, the node's allocatable resources"
+                    + (" and GFD's labels agree" if labelled else " agree")
+                )
             if time.monotonic() > deadline:
-                return False, f"node allocatable {dict(have)} != NVML {dict(want)}"
+                if have != want:
+                    return False, f"node allocatable {dict(have)} != NVML {dict(want)}"
+                return (
+                    False,
+                    f"GFD labels nvidia.com/mig-*.count {dict(labels)} != NVML {dict(want)}",
+                )
             time.sleep(0.5)
+
+
+def _mig_count_labels(labels: Mapping[str, str]) -> Counter[str]:
+    """Resource name -> count from GFD's `nvidia.com/mig-<profile>.count` labels."""
+    return Counter(
+        {
+            key.removesuffix(".count"): int(value)
+            for key, value in labels.items()
+            if key.endswith(".count")
+            and is_mig_resource(key.removesuffix(".count"))
+            and value.isdigit()
+            and int(value)
+        }
+    )
+
+
+NVML_HINTS = {
+    LIBRARY_NOT_FOUND: "libnvidia-ml.so.1 is not in the container: run the agent with the "
+    "NVIDIA container runtime (runtimeClassName: nvidia) and NVIDIA_DRIVER_CAPABILITIES "
+    "including utility",
+    DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded on this node (the GPU "
+    "Operator's driver pod, or the host's driver)",
+    NO_PERMISSION: "the agent may not open the GPU devices: it needs privileged: true and "
+    "NVIDIA_MIG_CONFIG_DEVICES=all",
+}
+"""Why nvmlInit fails, in words a cluster admin can act on."""
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> Condition:

@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
+from migplan.operator.agent.components import GpuOperatorComponents
 from migplan.operator.agent.loop import Health, run, serve_liveness
 from migplan.operator.agent.node import NodeAgent
+from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt, state
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.operator.metrics_server import serve_metrics
 from migplan.planner.errors import MigplanInputError
@@ -52,18 +54,30 @@ def agent(
             "profile, last apply) on this port; 0: none.",
         ),
     ] = 0,
-    device_plugin_namespace: Annotated[
-        str, typer.Option(help="Namespace of the NVIDIA device-plugin pods.")
-    ] = "gpu-operator",
-    device_plugin_selector: Annotated[
-        str, typer.Option(help="Label selector of the device-plugin pods.")
-    ] = "app=nvidia-device-plugin-daemonset",
+    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
+    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
+    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
+    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
+    cdi_command: Annotated[
+        str | None,
+        typer.Option(
+            envvar="MIGPLAN_CDI_COMMAND",
+            metavar="COMMAND",
+            help="Regenerates the CDI spec after a change, before the device plugin restarts "
+            "(where the NVIDIA container toolkit runs in CDI mode), e.g. 'nvidia-ctk cdi "
+            "generate --output=/var/run/cdi/nvidia.yaml'. A non-zero exit fails the pass "
+            "(status Failed); the next pass tries again.",
+            rich_help_panel=gpu.PANEL,
+        ),
+    ] = None,
 ) -> None:
     """Run the node agent: make this node's GPUs match its NodePartition.
 
     It reads the truth from NVML, destroys only instances that no process uses and no pod
     holds (unless the operator evicted that pod), creates instances at exact placements,
-    restarts the device plugin, checks the node's allocatable resources and reports status.
+    restarts the device plugin, GPU feature discovery and dcgm-exporter (after regenerating
+    the CDI spec, if --cdi-command says how), checks the node's allocatable resources and GFD's
+    labels, and reports status.
     """
     catalog = state(ctx).catalog
     api = kube.connect(kubeconfig=kubeconfig)
@@ -98,8 +112,15 @@ def agent(
             nvml=lambda: nvml,
             catalog=catalog,
             bindings=PodResourcesBindings(nvml=nvml, catalog=catalog),
-            device_plugin=PodDeletingDevicePlugin(
-                api=api, namespace=device_plugin_namespace, selector=device_plugin_selector
+            device_plugin=GpuOperatorComponents(
+                api=api,
+                settings=GpuOperatorSettings(
+                    namespace=gpu_operator_namespace,
+                    device_plugin=device_plugin_selector,
+                    feature_discovery=gfd_selector,
+                    dcgm_exporter=dcgm_exporter_selector,
+                ),
+                cdi_command=cdi_command,
             ),
         )
     if once:

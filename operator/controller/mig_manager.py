@@ -16,6 +16,9 @@ from typing import Any
 import yaml
 
 from migplan.operator.gpu_operator import (
+    AGENT_OWNED,
+    CONFIG_KEY,
+    DISABLED_BY_MIGPLAN,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
@@ -26,16 +29,6 @@ from migplan.planner.migparted import config_name, node_config, owned_by
 
 CONFIG_LABEL = MIG_CONFIG_LABEL
 STATE_LABEL = MIG_CONFIG_STATE_LABEL
-AGENT_OWNED = "migplan-agent"
-"""`nvidia.com/mig.config` on nodes whose GPUs migplan's agent changes. No mig-parted config
-has this name, so a mig-manager that starts there anyway fails its config check
-(`nvidia-mig-parted assert --valid-config`) before it pauses a component or touches a GPU."""
-DISABLED_BY_MIGPLAN = "migplan.io/mig-manager-disabled"
-"""Node annotation: migplan set `nvidia.com/gpu.deploy.mig-manager=false` (and puts it back
-to `true` if a plan later hands the node to mig-manager)."""
-CONFIG_KEY = "config.yaml"
-"""The key mig-manager reads in its ConfigMap (point the ClusterPolicy's migManager.config
-at this ConfigMap)."""
 
 
 def hand_over(

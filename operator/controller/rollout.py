@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from migplan.operator.controller import metrics, mig_manager
-from migplan.operator.gpu_operator import MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
+from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.resources import is_mig_resource, resource_name
@@ -165,7 +165,7 @@ class NodeStepper:
                 "Normal",
                 "MigManagerDisabled",
                 f"{record.node}: {MIG_MANAGER_DEPLOY_LABEL}=false and "
-                f"{mig_manager.CONFIG_LABEL}={mig_manager.AGENT_OWNED}, so a mig-manager "
+                f"{mig_manager.CONFIG_LABEL}={AGENT_OWNED}, so a mig-manager "
                 "(re)start cannot rebuild the GPUs migplan's agent lays out",
             )
         if record.disruptive:

@@ -26,6 +26,9 @@ Binding = tuple[int, Instance]
 class SimulatedDevicePlugin:
     """Device-plugin behaviour for `nodes` (node name -> its emulated GPUs)."""
 
+    feature_discovery_seen = False
+    """No GPU feature discovery here: its labels are not checked."""
+
     def __init__(self, *, api: Any, nodes: dict[str, FakeNvml]) -> None:
         self._api = api
         self._nodes = nodes

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from migplan.operator.agent.reconcile import GpuPhase, reconcile_gpu
-from migplan.operator.controller.mig_manager import CONFIG_KEY
 from migplan.operator.gpu_operator import (
+    CONFIG_KEY,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,

@@ -159,3 +159,17 @@ def reported(cp) -> set[str]:
     """Nodes whose agent has reported its GPUs in the NodePartition status."""
     found = json.loads(cp.kubectl("get", "np", "-o", "json").stdout)["items"]
     return {p["metadata"]["name"] for p in found if (p.get("status") or {}).get("gpus")}
+
+
+def partition(node: str, layout: str, evicted=()) -> dict:
+    """A one-GPU NodePartition manifest for `node`."""
+    return {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "NodePartition",
+        "metadata": {"name": node},
+        "spec": {
+            "nodeName": node,
+            "gpus": [{"index": 0, "layout": layout}],
+            "evictedPods": list(evicted),
+        },
+    }

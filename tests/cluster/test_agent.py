@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
-from nodes import gpu_node, mig_pod
+from nodes import gpu_node, mig_pod, partition
 from waiting import wait_for
 
-from migplan.operator.agent.device_plugin import PodDeletingDevicePlugin
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli.app import run
 from migplan.operator.kube import client as kube
@@ -30,19 +29,6 @@ from migplan.planner.catalog import default_catalog
 from migplan.planner.layout import Layout
 
 pytestmark = pytest.mark.cluster
-
-
-def partition(node: str, layout: str, evicted=()) -> dict:
-    return {
-        "apiVersion": "migplan.io/v1alpha1",
-        "kind": "NodePartition",
-        "metadata": {"name": node},
-        "spec": {
-            "nodeName": node,
-            "gpus": [{"index": 0, "layout": layout}],
-            "evictedPods": list(evicted),
-        },
-    }
 
 
 def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
@@ -245,42 +231,6 @@ def test_agent_process_follows_changes_and_stops_cleanly(crds, tmp_path) -> None
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, output
     assert '"event": "reconciled"' in output
-
-
-def test_device_plugin_restart_deletes_only_this_nodes_plugin_pod(crds) -> None:
-    cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
-    cp.kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}
-        ),
-    )
-    for node in ("dp-node-a", "dp-node-b"):
-        cp.kubectl("apply", "-f", "-", stdin=json.dumps(gpu_node(node, product="NVIDIA-A30")))
-        pod = mig_pod(f"plugin-{node}", profile="1g.6gb", namespace="gpu-operator")
-        pod["metadata"]["labels"] = {"app": "nvidia-device-plugin-daemonset"}
-        pod["spec"]["containers"][0]["resources"] = {}
-        pod["spec"]["nodeName"] = node
-        cp.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
-    PodDeletingDevicePlugin(
-        api=api, namespace="gpu-operator", selector="app=nvidia-device-plugin-daemonset"
-    ).restart("dp-node-a")
-    wait_for(
-        lambda: (
-            cp.kubectl(
-                "get", "pod", "plugin-dp-node-a", "-n", "gpu-operator", check=False
-            ).returncode
-            != 0
-        ),
-        "the plugin pod to be deleted",
-    )
-    assert (
-        cp.kubectl("get", "pod", "plugin-dp-node-b", "-n", "gpu-operator", check=False).returncode
-        == 0
-    )
 
 
 def test_agent_reports_profiles_that_differ_from_the_hardware(crds) -> None:

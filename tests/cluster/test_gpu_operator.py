@@ -1,12 +1,19 @@
 """migplan beside NVIDIA's GPU Operator on the real control plane: mig-manager kept off the
-nodes the agent lays out (a mig-manager restart must not rebuild them)."""
+nodes the agent lays out (a mig-manager restart must not rebuild them), and the components
+that read the instances restarted after a change, on that node only, in order."""
 
 from __future__ import annotations
 
 import json
+import sys
+import threading
+import time
 
 import pytest
 import yaml
+from kubernetes import client as k8s
+from kubernetes import watch
+from nodes import gpu_node, partition
 from operator_proc import running_operator
 from pools import (
     ALWAYS_OPEN,
@@ -21,13 +28,19 @@ from pools import (
 )
 from waiting import wait_for
 
+from migplan.operator.agent.components import GpuOperatorComponents
+from migplan.operator.agent.node import NodeAgent
 from migplan.operator.controller.mig_manager import AGENT_OWNED
 from migplan.operator.gpu_operator import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
+    GpuOperatorSettings,
 )
 from migplan.operator.kube import client as kube
+from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.sim.components import SimulatedComponents
+from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
 from migplan.operator.sim.mig_manager import SimulatedMigManager
 from migplan.planner.catalog import default_catalog
 
@@ -158,3 +171,131 @@ def test_a_mig_manager_restart_leaves_the_agents_layout(crds, operator_kubeconfi
         fleet.stop()
         other.stop()
         cp.kubectl("delete", "daemonset", "-n", NAMESPACE, "nvidia-mig-manager", check=False)
+
+
+COMPONENTS = {
+    # DaemonSet / app label -> its nvidia.com/gpu.deploy.* label
+    "nvidia-device-plugin-daemonset": "nvidia.com/gpu.deploy.device-plugin",
+    "gpu-feature-discovery": "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia-dcgm-exporter": "nvidia.com/gpu.deploy.dcgm-exporter",
+}
+
+
+class PodDeletions:
+    """Records (time received, app, node) of every pod deleted in the GPU Operator's
+    namespace while it runs."""
+
+    def __init__(self, api) -> None:
+        self.seen: list[tuple[float, str, str]] = []
+        self._api = api
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        stream = watch.Watch()
+        core = k8s.CoreV1Api(self._api)
+        while not self._stop.is_set():
+            for event in stream.stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=2):
+                pod = event["object"]
+                if event["type"] == "DELETED":
+                    app = (pod.metadata.labels or {}).get("app", "")
+                    self.seen.append((time.time(), app, pod.spec.node_name or ""))
+
+    def __enter__(self) -> PodDeletions:
+        self._thread.start()
+        time.sleep(1)  # the watch is open before anything is deleted
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def running_pods(cp, node: str) -> dict[str, str]:
+    """app -> uid of the Running component pods on `node`."""
+    items = json.loads(cp.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    return {
+        p["metadata"]["labels"]["app"]: p["metadata"]["uid"]
+        for p in items
+        if p["spec"].get("nodeName") == node
+        and p["status"].get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, tmp_path) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    gpu_operator_namespace(cp)
+    deploy = dict.fromkeys(COMPONENTS.values(), "true")
+    nodes = {n: FakeNvml(["H100-80GB"], mig=True) for n in ("rc-a", "rc-b")}
+    apply(
+        cp,
+        *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool="rc", labels=deploy) for n in nodes),
+        *(component_daemonset(app, app, label) for app, label in COMPONENTS.items()),
+    )
+    plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
+    settings = GpuOperatorSettings()
+    sim = SimulatedComponents(api=api, plugin=plugin, settings=settings)
+    stop = threading.Event()
+
+    def components() -> None:
+        while not stop.is_set():
+            for node in nodes:
+                sim.sync(node)
+            stop.wait(0.3)
+
+    threading.Thread(target=components, daemon=True).start()
+    marker = tmp_path / "cdi-generated"
+    restarter = GpuOperatorComponents(api=api, settings=settings, cdi_command="false")
+    agent = NodeAgent(
+        api=api,
+        node="rc-a",
+        nvml=lambda: nodes["rc-a"],
+        catalog=default_catalog(),
+        bindings=plugin,
+        device_plugin=restarter,
+        allocatable_timeout=30,
+    )
+    try:
+        for node in nodes:
+            wait_for(lambda n=node: len(running_pods(cp, n)) == 3, f"components on {node}")
+        before_b = running_pods(cp, "rc-b")
+        kube.apply_node_partition(api, body=partition("rc-a", "3g.40gb@0+3g.40gb@4"))
+        with PodDeletions(api) as deletions:
+            # A failing CDI command fails the pass and restarts nothing ...
+            status = agent.run_once()
+            assert status.phase == "Failed"
+            ready = next(c for c in status.conditions if c.type == "Ready")
+            assert ready.reason == "ComponentsNotRestarted"
+            assert "CDI command false exited 1" in ready.message
+            time.sleep(1)
+            assert deletions.seen == []
+            # ... and the next pass, with a working one, restarts them.
+            restarter.cdi_command = [
+                sys.executable,
+                "-c",
+                f"import pathlib, time; pathlib.Path({str(marker)!r}).write_text(str(time.time()))",
+            ]
+            status = agent.run_once()
+            time.sleep(1)
+        assert status.phase == "Applied", status
+        ready = next(c for c in status.conditions if c.type == "Ready")
+        assert "GFD's labels agree" in ready.message
+        assert [(app, node) for _, app, node in deletions.seen] == [
+            ("nvidia-device-plugin-daemonset", "rc-a"),
+            ("gpu-feature-discovery", "rc-a"),
+            ("nvidia-dcgm-exporter", "rc-a"),
+        ]
+        assert float(marker.read_text()) < deletions.seen[0][0]  # CDI spec first
+        labels = node_obj(cp, "rc-a")["metadata"]["labels"]
+        assert labels["nvidia.com/mig-3g.40gb.count"] == "2"
+        assert running_pods(cp, "rc-b") == before_b  # the other node's pods never restarted
+        wait_for(lambda: len(running_pods(cp, "rc-a")) == 3, "rc-a's components back")
+    finally:
+        stop.set()
+        for app in COMPONENTS:
+            cp.kubectl("delete", "daemonset", "-n", NAMESPACE, app, "--wait=false", check=False)
+        for node in nodes:
+            cp.kubectl("delete", "node", node, "--wait=false", check=False)
+            cp.kubectl("delete", "nodepartition", node, "--wait=false", check=False)
