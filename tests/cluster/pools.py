@@ -75,6 +75,7 @@ def build_pool(
         bootstrap.ensure(node=name, uid=kube.get_node(api, name=name).metadata.uid)
     fleet = SimulatedFleet(api=api, nodes=nodes, catalog=catalog, interval=0.3).start()
     wait_for(lambda: reported(cp) >= set(layouts), "the agents' first report")
+    wait_for(lambda: ready(cp, *layouts), "the nodes to be Ready")
     return fleet
 
 
@@ -115,13 +116,27 @@ def app_running(cp, namespace: str, *apps: str) -> bool:
 
 
 def unschedulable(cp, namespace: str, *names: str) -> bool:
+    """Whether the scheduler turned every pod away for want of a MIG instance (what migplan
+    counts as demand; a node not Ready yet is turned away for its taint instead)."""
     return all(
         any(
-            c.get("reason") == "Unschedulable"
+            c.get("reason") == "Unschedulable" and "nvidia.com/mig-" in c.get("message", "")
             for c in (pod(cp, namespace, n) or {}).get("status", {}).get("conditions", [])
         )
         for n in names
     )
+
+
+def ready(cp, *nodes: str) -> bool:
+    """Whether kwok reports every node Ready and the node controller has lifted its
+    not-ready taint (until then the scheduler turns pods away for the taint)."""
+    for name in nodes:
+        node = json.loads(cp.kubectl("get", "node", name, "-o", "json").stdout)
+        conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
+        taints = {t["key"] for t in node["spec"].get("taints", [])}
+        if conditions.get("Ready") != "True" or "node.kubernetes.io/not-ready" in taints:
+            return False
+    return True
 
 
 def uids(cp, namespace: str, *apps: str) -> dict[str, str]:
