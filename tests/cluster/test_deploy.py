@@ -350,7 +350,8 @@ def agent_on_node_a(deployed):
         report_partition(cp, node)
         for name, app in (
             (f"plugin-{node}", "nvidia-device-plugin-daemonset"),
-            (f"other-{node}", "gpu-feature-discovery"),
+            (f"gfd-{node}", "gpu-feature-discovery"),
+            (f"other-{node}", "nvidia-driver-daemonset"),
         ):
             apply(
                 cp,
@@ -373,7 +374,7 @@ def agent_on_node_a(deployed):
         ("pod", "agent-vap-a", "migplan-agent"),
         *(
             ("pod", f"{p}-{n}", "gpu-operator")
-            for p in ("plugin", "other")
+            for p in ("plugin", "gfd", "other")
             for n in ("vap-a", "vap-b")
         ),
     ):
@@ -414,9 +415,14 @@ def test_the_agent_may_report_only_its_own_nodes_partition(deployed, agent_on_no
 
 @pytest.mark.parametrize(
     ("pod", "allowed"),
-    [("plugin-vap-a", True), ("plugin-vap-b", False), ("other-vap-a", False)],
+    [
+        ("plugin-vap-a", True),
+        ("gfd-vap-a", True),
+        ("plugin-vap-b", False),
+        ("other-vap-a", False),
+    ],
 )
-def test_the_agent_may_delete_only_the_device_plugin_on_its_node(
+def test_the_agent_may_delete_only_the_gpu_components_on_its_node(
     deployed, agent_on_node_a, pod, allowed
 ) -> None:
     result = as_agent(
@@ -424,7 +430,7 @@ def test_the_agent_may_delete_only_the_device_plugin_on_its_node(
     )
     assert (result.returncode == 0) is allowed, result.stderr
     if not allowed:
-        assert "may delete only the device-plugin pod" in result.stderr
+        assert "may delete only the GPU Operator's device-plugin" in result.stderr
 
 
 def test_an_agent_token_that_names_no_node_may_write_nothing(deployed, agent_on_node_a) -> None:
