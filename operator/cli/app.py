@@ -22,6 +22,7 @@ from migplan.operator.cli import (
     catalog_commands,
     cluster_commands,
     crds,
+    doctor,
     export,
     nvml_info,
     operator_command,
@@ -58,6 +59,7 @@ app.command("reference")(crds.reference)
 app.command("nvml-info")(nvml_info.nvml_info)
 app.command("agent")(agent.agent)
 app.command("operator")(operator_command.operator)
+app.command("doctor")(doctor.doctor)
 app.command("status")(cluster_commands.status)
 app.command("rebalance")(cluster_commands.rebalance)
 app.add_typer(export.app, name="export")

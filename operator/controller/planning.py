@@ -12,10 +12,22 @@ from typing import Any
 
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.conditions import condition
+from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.preflight.checks import (
+    Finding,
+    Severity,
+    blocked_nodes,
+    preflight,
+)
+from migplan.operator.preflight.checks import summary as preflight_summary
+from migplan.operator.preflight.facts import live_facts
 from migplan.planner.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
-from migplan.planner.spec import GPUPartitionPlan
+from migplan.planner.spec import Actuator, GPUPartitionPlan
+
+PREFLIGHT_SHOWN = 50
+"""Findings kept in status.preflight (the condition counts them all)."""
 
 
 @dataclass(frozen=True)
@@ -28,15 +40,36 @@ class PlanningResult:
 
 
 def plan_status(
-    *, body: dict[str, Any], manifest: GPUPartitionPlan, api: Any, catalog: Catalog
+    *,
+    body: dict[str, Any],
+    manifest: GPUPartitionPlan,
+    api: Any,
+    catalog: Catalog,
+    gpu_operator: GpuOperatorSettings | None = None,
 ) -> PlanningResult:
     """Plan `manifest` (parsed from `body`, the GPUPartitionPlan object) on the cluster
-    behind `api`."""
+    behind `api`, leaving out the nodes preflight refuses."""
     generation = int(body["metadata"].get("generation", 0))
     started = time.monotonic()
     snapshot = read_inventory(api)
-    outcome = plan_fleet(manifest, snapshot.inventory, catalog, started=started)
-    left_out = snapshot.left_out_of(manifest.spec.node_selector)
+    selector = manifest.spec.node_selector
+    left_out = snapshot.left_out_of(selector)
+    covered = [n.name for n in snapshot.inventory.nodes if selector.matches(n.labels)]
+    findings = preflight(
+        live_facts(
+            api, settings=gpu_operator or GpuOperatorSettings(), nodes=[*covered, *left_out]
+        ),
+        actuator=manifest.spec.actuator or Actuator.AGENT,
+        settings=gpu_operator or GpuOperatorSettings(),
+    )
+    refused = blocked_nodes(findings)
+    inventory = snapshot.inventory
+    if refused:
+        inventory = inventory.model_copy(
+            update={"nodes": tuple(n for n in inventory.nodes if n.name not in refused)}
+        )
+        left_out = {**left_out, **{n: f"preflight: {why}" for n, why in refused.items()}}
+    outcome = plan_fleet(manifest, inventory, catalog, started=started)
     plan = outcome.plan
     s = plan.summary
     unmet = [r for r in plan.demand if r.met < r.requested]
@@ -74,6 +107,7 @@ def plan_status(
             else "every MIG-capable node's agent has reported",
             generation,
         ),
+        condition("Preflight", *preflight_summary(findings), generation),
     ]
     status = {
         "phase": phase,
@@ -101,6 +135,7 @@ def plan_status(
             ],
             "leftOut": left_out,
         },
+        "preflight": _shown(findings),
         "conditions": conditions,
     }
     summary = (
@@ -109,3 +144,22 @@ def plan_status(
         f"({plan.solver.status})"
     )
     return PlanningResult(status=status, summary=summary, plan=plan)
+
+
+def _shown(findings: list[Finding]) -> list[dict[str, str]]:
+    """The findings worth a look (not OK), most serious first, as status entries."""
+    order = {Severity.BLOCKING: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    found = sorted(
+        (f for f in findings if f.severity in order),
+        key=lambda f: (order[f.severity], f.node, f.check),
+    )
+    return [
+        {
+            "node": f.node or "(cluster)",
+            "check": f.check,
+            "severity": f.severity.value,
+            "message": f.message,
+            **({"fix": f.fix} if f.fix else {}),
+        }
+        for f in found[:PREFLIGHT_SHOWN]
+    ]

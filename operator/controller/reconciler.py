@@ -174,7 +174,13 @@ class PlanController:
             return
         started = time.monotonic()
         try:
-            result = plan_status(body=body, manifest=manifest, api=self.api, catalog=self.catalog)
+            result = plan_status(
+                body=body,
+                manifest=manifest,
+                api=self.api,
+                catalog=self.catalog,
+                gpu_operator=self.gpu_operator,
+            )
         except MigplanInputError as exc:
             self._write(body, {"phase": "Invalid", "observedGeneration": generation})
             self.events(body, "Warning", "Invalid", str(exc))
@@ -209,6 +215,7 @@ class PlanController:
             new["progress"] = f"0/{len(records)}"
             new["phase"] = "Ready" if not records else "Pending"
         self._write(body, new)
+        self._preflight_event(body, before=status.get("conditions") or [], after=new["conditions"])
         s = result.plan.summary
         metrics.DEMAND_MET.labels(plan=name).set(s.met / s.requested if s.requested else 1.0)
         metrics.set_phase(name, new["phase"])
@@ -224,6 +231,17 @@ class PlanController:
             evictions=s.evictions,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _preflight_event(
+        self, body: dict[str, Any], *, before: list[dict[str, Any]], after: list[dict[str, Any]]
+    ) -> None:
+        """A Warning event when preflight finds something new (not again on every re-plan)."""
+        new = next((c for c in after if c.get("type") == "Preflight"), None)
+        if new is None or new.get("reason") == "Passed":
+            return
+        if _condition(before, "Preflight") == (new.get("status"), new.get("message")):
+            return
+        self.events(body, "Warning", "Preflight", str(new.get("message")))
 
     def _rebalance_reason(
         self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime

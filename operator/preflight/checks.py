@@ -113,7 +113,11 @@ def _strategy(node: NodeFacts, settings: GpuOperatorSettings) -> Finding:
     )
 
 
-def _mig_manager(node: NodeFacts, actuator: Actuator, settings: GpuOperatorSettings) -> Finding:
+def _mig_manager(
+    node: NodeFacts, actuator: Actuator, settings: GpuOperatorSettings
+) -> Finding | None:
+    if node.components is None:
+        return None  # offline: which pods run where is not known
     running = node.components is not None and "mig-manager" in node.components
     fenced = node.labels.get(MIG_MANAGER_DEPLOY_LABEL) == "false"
     by_migplan = bool(node.annotations.get(DISABLED_BY_MIGPLAN))
@@ -146,7 +150,7 @@ def _mig_manager(node: NodeFacts, actuator: Actuator, settings: GpuOperatorSetti
             "hands this node to mig-manager",
             node=node.name,
         )
-    if node.components is not None and not running:
+    if not running:
         return Finding(
             "MigManager",
             Severity.BLOCKING,
@@ -275,9 +279,10 @@ def preflight(
         found.append(cdi)
     for node in sorted(facts.nodes, key=lambda n: n.name):
         found.append(_strategy(node, settings))
-        found.append(_mig_manager(node, actuator, settings))
-        for component in _COMPONENT_EFFECT:
-            finding = _component(node, component, settings)
+        for finding in (
+            _mig_manager(node, actuator, settings),
+            *(_component(node, component, settings) for component in _COMPONENT_EFFECT),
+        ):
             if finding is not None:
                 found.append(finding)
         if facts.live:
@@ -297,3 +302,34 @@ def blocked_nodes(findings: Iterable[Finding]) -> dict[str, str]:
 def worst(findings: Iterable[Finding]) -> Severity:
     """The most serious severity among `findings` (OK if none)."""
     return max((f.severity for f in findings), key=RANK.__getitem__, default=Severity.OK)
+
+
+def summary(findings: Iterable[Finding]) -> tuple[bool, str, str]:
+    """(passed, reason, message) for the plan's `Preflight` condition: it fails when a node
+    is refused; warnings are listed but pass."""
+    items = list(findings)
+    blocking = [f for f in items if f.severity is Severity.BLOCKING]
+    warnings = [f for f in items if f.severity is Severity.WARNING]
+    checked = len({f.node for f in items if f.node})
+
+    def listed(found: list[Finding], limit: int = 5) -> str:
+        shown = "; ".join(f"{f.node or 'cluster'}: {f.message}" for f in found[:limit])
+        more = len(found) - limit
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+    if blocking:
+        checks = sorted({f.check for f in blocking})
+        nodes = len({f.node for f in blocking})
+        return (
+            False,
+            "".join(checks) if len(checks) == 1 else "Several",
+            f"{nodes} of {checked} nodes refused: {listed(blocking)}"
+            + (f" (and {len(warnings)} warnings)" if warnings else ""),
+        )
+    if warnings:
+        return (
+            True,
+            "Warnings",
+            f"{checked} nodes checked, {len(warnings)} warnings: " + listed(warnings),
+        )
+    return True, "Passed", f"{checked} nodes checked: nothing in the way"

@@ -5,9 +5,12 @@ that read the instances restarted after a change, on that node only, in order.""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -39,6 +42,7 @@ from migplan.operator.gpu_operator import (
 )
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.nvml.errors import LIBRARY_NOT_FOUND
 from migplan.operator.sim.components import SimulatedComponents
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
 from migplan.operator.sim.mig_manager import SimulatedMigManager
@@ -299,3 +303,111 @@ def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, 
         for node in nodes:
             cp.kubectl("delete", "node", node, "--wait=false", check=False)
             cp.kubectl("delete", "nodepartition", node, "--wait=false", check=False)
+
+
+def doctor(cp, *args: str) -> tuple[int, dict]:
+    """`migplan doctor -o json` against the test cluster: (exit code, document)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("migplan")), "doctor", "-o", "json", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(cp.kubeconfig), "PYTHONSAFEPATH": "1"},
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_preflight_refuses_a_single_strategy_node_and_says_why(
+    crds, operator_kubeconfig, tmp_path
+) -> None:
+    cp = crds
+    fleet = build_pool(cp, "pf", {"pf-a": "-", "pf-b": "-"})
+    cp.kubectl("label", "node", "pf-b", "nvidia.com/mig.strategy=single", "--overwrite")
+    plan = make_plan("pf", "pf", window=ALWAYS_OPEN, actuator="agent")
+    try:
+        add_pending(cp, "pf", 4)  # two 3g.40gb per GPU: both nodes would be needed
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            apply(cp, plan)
+            status = wait_for(
+                lambda: (s := plan_status(cp, "pf")).get("phase") == "Ready" and s,
+                "the rollout of the node preflight allows",
+                timeout=90,
+            )
+        preflight = next(c for c in status["conditions"] if c["type"] == "Preflight")
+        assert (preflight["status"], preflight["reason"]) == ("False", "MigStrategy")
+        assert "1 of 2 nodes refused: pf-b: MIG strategy single" in preflight["message"]
+        assert status["plan"]["leftOut"]["pf-b"].startswith("preflight: MIG strategy single")
+        assert set(status["rollout"]["nodes"]) == {"pf-a"}
+        assert status["demandMet"] == "2/4"
+        assert layout_of(fleet, "pf-b") == "-"
+        refused = [f for f in status["preflight"] if f["severity"] == "blocking"]
+        assert [(f["node"], f["check"]) for f in refused] == [("pf-b", "MigStrategy")]
+        assert "--set mig.strategy=mixed" in refused[0]["fix"]
+        events = json.loads(
+            cp.kubectl(
+                "get", "events", "--field-selector", "involvedObject.name=pf", "-o", "json"
+            ).stdout
+        )["items"]
+        warned = [e for e in events if e["reason"] == "Preflight"]
+        assert warned
+        assert warned[0]["type"] == "Warning"
+        # The same, read-only, from the command line: the plan's nodes, for its actuator.
+        plan_file = tmp_path / "plan.yaml"
+        plan_file.write_text(yaml.safe_dump(plan))
+        code, document = doctor(cp, "--plan", str(plan_file))
+        assert code == 1
+        found = {(f["node"], f["check"]): f for f in document["findings"]}
+        assert found[("pf-b", "MigStrategy")]["severity"] == "blocking"
+        assert found[("pf-a", "MigStrategy")]["severity"] == "ok"
+        assert found[("pf-a", "DevicePlugin")]["severity"] == "warning"  # no plugin pod here
+        assert found[("pf-a", "Agent")]["severity"] == "ok"
+        # Under mig-manager, a node without a mig-manager pod would be refused too; pf-a has
+        # none because migplan turned it off for its agent (and would turn it back on).
+        code, document = doctor(cp, "--plan", str(plan_file), "--actuator", "mig-manager")
+        found = {(f["node"], f["check"]): f for f in document["findings"]}
+        assert found[("pf-b", "MigManager")]["severity"] == "blocking"
+        assert found[("pf-a", "MigManager")]["severity"] == "info"
+    finally:
+        fleet.stop()
+
+
+def test_an_agent_without_nvml_says_so_and_doctor_names_the_fix(crds) -> None:
+    cp = crds
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    apply(cp, gpu_node("nv-a", product="NVIDIA-H100-80GB-HBM3", pool="nv"))
+    fake = FakeNvml(["H100-80GB"], mig=True)
+    fake.fail("nvmlInit", code=LIBRARY_NOT_FOUND)
+    plugin = SimulatedDevicePlugin(api=api, nodes={"nv-a": fake})
+    kube.apply_node_partition(api, body=partition("nv-a", "-"))
+    agent = NodeAgent(
+        api=api,
+        node="nv-a",
+        nvml=lambda: fake,
+        catalog=default_catalog(),
+        bindings=plugin,
+        device_plugin=plugin,
+    )
+    try:
+        status = agent.run_once()
+        assert status.phase == "NvmlUnavailable"
+        (condition,) = status.conditions
+        assert (condition.type, condition.status, condition.reason) == (
+            "NvmlReady",
+            "False",
+            "LibraryNotFound",
+        )
+        assert "runtimeClassName: nvidia" in condition.message
+        code, document = doctor(cp)
+        assert code == 1
+        nvml = [f for f in document["findings"] if f["node"] == "nv-a" and f["check"] == "Nvml"]
+        assert nvml[0]["severity"] == "blocking"
+        assert "NVML_ERROR_LIBRARY_NOT_FOUND" in nvml[0]["message"]
+        # The next pass, with NVML back, reports the GPUs again.
+        status = agent.run_once()
+        assert status.phase == "Applied"
+        assert next(c for c in status.conditions if c.type == "NvmlReady").status == "True"
+    finally:
+        cp.kubectl("delete", "node", "nv-a", "--wait=false", check=False)
+        cp.kubectl("delete", "nodepartition", "nv-a", "--wait=false", check=False)

@@ -1,0 +1,153 @@
+"""`migplan doctor`: read-only preflight of a GPU Operator cluster (or an inventory file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from migplan.operator.cli import gpu_operator_options as gpu
+from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, OutputFormat, console
+from migplan.operator.cli.files import load_inventory, load_plan_manifest
+from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
+from migplan.planner.spec import Actuator
+
+STYLE = {
+    Severity.OK: "green",
+    Severity.INFO: "cyan",
+    Severity.WARNING: "yellow",
+    Severity.BLOCKING: "bold red",
+}
+
+
+def doctor(
+    cluster: ClusterOpt = None,
+    plan: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            metavar="PLAN.yaml",
+            help="Check only the nodes this GPUPartitionPlan selects, for its actuator.",
+        ),
+    ] = None,
+    actuator: Annotated[
+        Actuator | None,
+        typer.Option(
+            help="Check for this actuator (default: the plan's, else agent): mig-manager must "
+            "run on the nodes it changes; the agent needs mig-manager kept off them."
+        ),
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also list the checks that passed.")
+    ] = False,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="text or json.")
+    ] = OutputFormat.TEXT,
+    kubeconfig: KubeconfigOpt = None,
+    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
+    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
+    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
+    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
+    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
+    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
+) -> None:
+    """Check that migplan's changes will take effect, without changing anything.
+
+    Per GPU node: the device plugin's MIG strategy (GFD's nvidia.com/mig.strategy label; only
+    `mixed` advertises nvidia.com/mig-<profile>), whether mig-manager runs there and who owns
+    nvidia.com/mig.config, whether the device plugin and GPU feature discovery run there,
+    whether migplan's agent reports the node, can load NVML, and sees the profiles migplan
+    expects; for the cluster, the ClusterPolicy's CDI mode. Each finding comes with a fix.
+
+    Live by default (the kubeconfig's cluster, read-only); with --cluster, offline on an
+    inventory file, where only the node labels can be checked. Exits 1 when a finding
+    blocks (the operator would refuse to change that node), 0 otherwise.
+    """
+    settings = GpuOperatorSettings(
+        namespace=gpu_operator_namespace,
+        strategy_label=mig_strategy_label,
+        device_plugin=device_plugin_selector,
+        feature_discovery=gfd_selector,
+        dcgm_exporter=dcgm_exporter_selector,
+        mig_manager=mig_manager_selector,
+    )
+    manifest = load_plan_manifest(plan) if plan is not None else None
+    chosen = actuator or (manifest.spec.actuator if manifest else None) or Actuator.AGENT
+    if cluster is not None:
+        from migplan.operator.preflight.facts import inventory_facts
+
+        facts = inventory_facts(load_inventory(cluster))
+    else:
+        from migplan.operator.kube import client as kube
+        from migplan.operator.preflight.facts import live_facts
+
+        facts = live_facts(kube.connect(kubeconfig=kubeconfig), settings=settings)
+    if manifest is not None:
+        selector = manifest.spec.node_selector
+        facts = type(facts)(
+            nodes=tuple(n for n in facts.nodes if selector.matches(dict(n.labels))),
+            live=facts.live,
+            cluster_policy=facts.cluster_policy,
+        )
+    findings = preflight(facts, actuator=chosen, settings=settings)
+    blocked = any(f.severity is Severity.BLOCKING for f in findings)
+    if output is OutputFormat.JSON:
+        typer.echo(json.dumps(_document(findings, chosen, facts.live), indent=2))
+    else:
+        _print(findings, chosen, live=facts.live, show_all=show_all, nodes=len(facts.nodes))
+    if blocked:
+        raise typer.Exit(1)
+
+
+def _document(findings: list[Finding], actuator: Actuator, live: bool) -> dict[str, object]:
+    passed, reason, message = summary(findings)
+    return {
+        "actuator": actuator.value,
+        "live": live,
+        "passed": passed,
+        "reason": reason,
+        "message": message,
+        "findings": [
+            {
+                "node": f.node or None,
+                "check": f.check,
+                "severity": f.severity.value,
+                "message": f.message,
+                "fix": f.fix or None,
+            }
+            for f in findings
+        ],
+    }
+
+
+def _print(
+    findings: list[Finding], actuator: Actuator, *, live: bool, show_all: bool, nodes: int
+) -> None:
+    out = console()
+    where = "live cluster" if live else "inventory file (labels only: run live for the rest)"
+    out.print(f"[bold]migplan doctor[/]: {nodes} GPU nodes, actuator {actuator.value}, {where}")
+    shown = [f for f in findings if show_all or f.severity is not Severity.OK]
+    if shown:
+        table = Table("node", "check", "result", "finding", "fix", box=None, show_lines=False)
+        for f in shown:
+            style = STYLE[f.severity]
+            table.add_row(
+                f.node or "(cluster)",
+                f.check,
+                f"[{style}]{f.severity.value}[/]",
+                f.message,
+                f.fix or "-",
+            )
+        out.print(table)
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    passed, _, _ = summary(findings)
+    verdict = "[green]ready[/]" if passed else "[bold red]some nodes would be refused[/]"
+    out.print(
+        f"{verdict}: {counts[Severity.BLOCKING]} blocking, {counts[Severity.WARNING]} warnings, "
+        f"{counts[Severity.INFO]} notes, {counts[Severity.OK]} checks passed"
+        + ("" if show_all else " (--all lists them)")
+    )

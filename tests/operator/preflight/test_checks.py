@@ -1,0 +1,157 @@
+"""Preflight rules: what refuses a node, what only warns, and what each finding tells."""
+
+from __future__ import annotations
+
+import pytest
+
+from migplan.operator.gpu_operator import (
+    AGENT_OWNED,
+    DISABLED_BY_MIGPLAN,
+    MIG_CONFIG_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+    GpuOperatorSettings,
+)
+from migplan.operator.preflight.checks import (
+    ClusterFacts,
+    NodeFacts,
+    Severity,
+    blocked_nodes,
+    preflight,
+    summary,
+)
+from migplan.planner.spec import Actuator
+
+SETTINGS = GpuOperatorSettings()
+MIXED = {"nvidia.com/mig.strategy": "mixed"}
+HEALTHY = frozenset({"device-plugin", "gpu-feature-discovery"})
+REPORTED = {"phase": "Applied", "gpus": [{"index": 0, "layout": "-"}], "conditions": []}
+
+
+def node(name: str = "n1", *, labels=None, components=HEALTHY, partition=REPORTED, **kw):
+    return NodeFacts(
+        name=name,
+        labels={**MIXED, **(labels or {})},
+        components=components,
+        partition=partition,
+        **kw,
+    )
+
+
+def live(*nodes: NodeFacts, policy=None) -> ClusterFacts:
+    return ClusterFacts(nodes=nodes, live=True, cluster_policy=policy or {"cdi": {}})
+
+
+def findings(facts: ClusterFacts, actuator: Actuator = Actuator.AGENT):
+    return preflight(facts, actuator=actuator, settings=SETTINGS)
+
+
+def by_check(found, check: str):
+    return [f for f in found if f.check == check]
+
+
+def test_a_healthy_node_passes_every_check() -> None:
+    found = findings(live(node()))
+    assert {f.severity for f in found} == {Severity.OK}
+    assert summary(found) == (True, "Passed", "1 nodes checked: nothing in the way")
+
+
+@pytest.mark.parametrize("strategy", ["single", "none"])
+def test_a_strategy_other_than_mixed_refuses_the_node_with_the_helm_fix(strategy: str) -> None:
+    found = findings(live(node(labels={"nvidia.com/mig.strategy": strategy}), node("n2")))
+    (finding,) = by_check(found, "MigStrategy")[:1]
+    assert finding.severity is Severity.BLOCKING
+    assert f"MIG strategy {strategy}" in finding.message
+    assert "--set mig.strategy=mixed" in finding.fix
+    assert blocked_nodes(found) == {"n1": finding.message}
+    passed, reason, message = summary(found)
+    assert (passed, reason) == (False, "MigStrategy")
+    assert message.startswith("1 of 2 nodes refused: n1: MIG strategy")
+
+
+def test_no_strategy_label_warns_but_does_not_refuse() -> None:
+    facts = ClusterFacts(nodes=(NodeFacts(name="n1", labels={}),), live=False)
+    found = findings(facts)
+    assert [f.severity for f in found] == [Severity.WARNING]
+    assert blocked_nodes(found) == {}
+    assert summary(found)[:2] == (True, "Warnings")
+
+
+def test_offline_only_labels_are_checked() -> None:
+    facts = ClusterFacts(nodes=(NodeFacts(name="n1", labels=MIXED),), live=False)
+    assert [f.check for f in findings(facts)] == ["MigStrategy"]
+
+
+def test_mig_manager_on_an_agent_node_is_a_note_migplan_acts_on() -> None:
+    found = findings(live(node(components=HEALTHY | {"mig-manager"})))
+    (finding,) = by_check(found, "MigManager")
+    assert finding.severity is Severity.INFO
+    assert f"{MIG_MANAGER_DEPLOY_LABEL}=false" in finding.message
+
+
+def test_a_node_migplan_fenced_is_ok_for_the_agent() -> None:
+    labels = {MIG_MANAGER_DEPLOY_LABEL: "false", MIG_CONFIG_LABEL: AGENT_OWNED}
+    (finding,) = by_check(findings(live(node(labels=labels))), "MigManager")
+    assert finding.severity is Severity.OK
+    assert "kept off this node by migplan" in finding.message
+
+
+def test_the_mig_manager_actuator_needs_mig_manager_on_the_node() -> None:
+    found = findings(live(node()), Actuator.MIG_MANAGER)
+    (finding,) = by_check(found, "MigManager")
+    assert finding.severity is Severity.BLOCKING
+    assert "nobody would apply the configs migplan writes" in finding.message
+    assert "migManager.enabled=true" in finding.fix
+    # ... unless migplan turned it off there itself (it turns it back on when handing over).
+    fenced = node(
+        labels={MIG_MANAGER_DEPLOY_LABEL: "false"}, annotations={DISABLED_BY_MIGPLAN: "true"}
+    )
+    (finding,) = by_check(findings(live(fenced), Actuator.MIG_MANAGER), "MigManager")
+    assert finding.severity is Severity.INFO
+
+
+def test_missing_components_warn_with_where_to_look() -> None:
+    found = findings(live(node(components=frozenset())))
+    plugin, gfd = by_check(found, "DevicePlugin") + by_check(found, "FeatureDiscovery")
+    assert plugin.severity is gfd.severity is Severity.WARNING
+    assert "would not be advertised" in plugin.message
+    assert "--gpu-operator-namespace" in plugin.fix
+
+
+def test_an_agent_that_cannot_load_nvml_refuses_the_node() -> None:
+    partition = {
+        "phase": "NvmlUnavailable",
+        "gpus": [],
+        "conditions": [
+            {"type": "NvmlReady", "status": "False", "message": "nvmlInit failed"},
+        ],
+    }
+    found = findings(live(node(partition=partition)))
+    (finding,) = by_check(found, "Nvml")
+    assert finding.severity is Severity.BLOCKING
+    assert "runtimeClassName: nvidia" in finding.fix
+
+
+def test_an_agent_that_has_not_reported_warns() -> None:
+    (finding,) = by_check(findings(live(node(partition=None))), "Agent")
+    assert finding.severity is Severity.WARNING
+    assert "--field-selector spec.nodeName=n1" in finding.fix
+
+
+def test_profiles_that_differ_from_nvml_warn() -> None:
+    partition = {
+        **REPORTED,
+        "conditions": [{"type": "ProfilesMatch", "status": "False", "message": "3g.71gb: ..."}],
+    }
+    (finding,) = by_check(findings(live(node(partition=partition))), "Profiles")
+    assert finding.severity is Severity.WARNING
+
+
+def test_cdi_mode_is_read_from_the_cluster_policy() -> None:
+    on = by_check(findings(live(node(), policy={"cdi": {"enabled": True}})), "Cdi")[0]
+    assert on.severity is Severity.INFO
+    assert "--cdi-command" in on.fix
+    none = by_check(
+        preflight(ClusterFacts(nodes=(), live=True), actuator=Actuator.AGENT, settings=SETTINGS),
+        "Cdi",
+    )[0]
+    assert "no GPU Operator ClusterPolicy" in none.message
