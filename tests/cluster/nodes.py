@@ -173,3 +173,25 @@ def partition(node: str, layout: str, evicted=()) -> dict:
             "evictedPods": list(evicted),
         },
     }
+
+
+GPU_OPERATOR_NAMESPACE = {
+    "apiVersion": "v1",
+    "kind": "Namespace",
+    "metadata": {"name": "gpu-operator"},
+}
+
+
+def component_pod(node: str, app: str, *, namespace: str = "gpu-operator") -> dict:
+    """A GPU Operator component's pod (label `app`) bound to `node`, as its DaemonSet makes
+    it; kwok runs it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{app}-{node}", "namespace": namespace, "labels": {"app": app}},
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "main", "image": "registry.invalid/nvidia:latest"}],
+        },
+    }

@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from nodes import gpu_node, report_partition
+from nodes import GPU_OPERATOR_NAMESPACE, component_pod, gpu_node, report_partition
 
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.kube import client as kube
@@ -58,6 +58,9 @@ def test_plans_without_an_actuator_follow_the_operators_default(
     )
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(node))
     report_partition(cp, "da-1", layout="1g.10gb@0", in_use={"1g.10gb@0": "team/train-0"})
+    # mig-manager runs on the node (preflight refuses mig-manager plans on nodes without it).
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(GPU_OPERATOR_NAMESPACE))
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(component_pod("da-1", "nvidia-mig-manager")))
     name = f"da-{default.value}-{named or 'unset'}"
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan(name, named)))
     controller = PlanController(
@@ -75,3 +78,12 @@ def test_plans_without_an_actuator_follow_the_operators_default(
         # Leave no schedulable MIG node behind for other tests' pods.
         cp.kubectl("delete", "node", "da-1", "--wait=false", check=False)
         cp.kubectl("delete", "nodepartition", "da-1", "--wait=false", check=False)
+        cp.kubectl(
+            "delete",
+            "pod",
+            "-n",
+            "gpu-operator",
+            "nvidia-mig-manager-da-1",
+            "--wait=false",
+            check=False,
+        )

@@ -68,6 +68,7 @@ def test_operator_plans_a_dry_run_plan(crds) -> None:
             "Infeasible": "False",
             "Conflict": "False",
             "NodesLeftOut": "False",
+            "Preflight": "True",  # passed, with warnings: no device plugin or GFD pods here
         }
         row = cp.kubectl("get", "gpp", "op-pool").stdout.splitlines()[1].split()
         assert row[:4] == ["op-pool", "Planned", "2", "3/3"]

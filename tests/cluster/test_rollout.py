@@ -8,7 +8,7 @@ import re
 import urllib.request
 
 import pytest
-from nodes import mig_deployment, mig_pod
+from nodes import GPU_OPERATOR_NAMESPACE, component_pod, mig_deployment, mig_pod
 from operator_proc import free_port, running_operator, start_operator, stop_operator
 from pools import (
     ALWAYS_OPEN,
@@ -230,7 +230,9 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconf
     cp = crds
     fleet = build_pool(cp, "mm", {"mm-a": "1g.10gb@0", "mm-b": "1g.10gb@6"})
     config_map = ("gpu-operator", "migplan-mig-parted-config")
-    apply(cp, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}})
+    apply(
+        cp, GPU_OPERATOR_NAMESPACE, *(component_pod(n, "nvidia-mig-manager") for n in fleet.nodes)
+    )
     mig_manager = SimulatedMigManager(
         api=kube.connect(kubeconfig=str(cp.kubeconfig)),
         nodes=fleet.nodes,
@@ -280,6 +282,7 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconf
 def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "mw", {"mw-a": "-"})
+    apply(cp, GPU_OPERATOR_NAMESPACE, component_pod("mw-a", "nvidia-mig-manager"))
     mig_manager = SimulatedMigManager(
         api=kube.connect(kubeconfig=str(cp.kubeconfig)),
         nodes=fleet.nodes,
