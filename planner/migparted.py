@@ -34,7 +34,7 @@ def _node_hash(node: str) -> str:
     return hashlib.sha256(node.encode()).hexdigest()[:NODE_HASH_LENGTH]
 
 
-def config_name(node: str, entries: list[dict[str, Any]] | None = None) -> str:
+def config_name(node: str, entries: list[dict[str, Any]] | None = None, *, attempt: int = 0) -> str:
     """The mig-configs entry for `node` (what `nvidia.com/mig.config` is set to).
 
     Without `entries` (an export for `nvidia-mig-parted apply`), `migplan-<node>` when that
@@ -43,7 +43,8 @@ def config_name(node: str, entries: list[dict[str, Any]] | None = None) -> str:
     so a valid label value for any node name; the node hash tells whose entry it is (a name
     prefix would also match other nodes: `gpu` is a prefix of `gpu-2`); the digest makes
     every new target a new label value (mig-manager acts on label changes, not on edits of a
-    config it already applied).
+    config it already applied). `attempt` > 0 gives the same entries a fresh name, for a
+    retry.
     """
     plain = CONFIG_PREFIX + node
     if entries is None and len(plain) <= LABEL_VALUE_MAX:
@@ -51,7 +52,8 @@ def config_name(node: str, entries: list[dict[str, Any]] | None = None) -> str:
     name = f"{plain[: len(CONFIG_PREFIX) + NODE_PART_MAX]}-{_node_hash(node)}"
     if entries is None:
         return name
-    digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
+    text = json.dumps(entries, sort_keys=True) + (f"#{attempt}" if attempt else "")
+    digest = hashlib.sha256(text.encode()).hexdigest()
     return f"{name}-{digest[:DIGEST_LENGTH]}"
 
 

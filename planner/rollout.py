@@ -62,6 +62,15 @@ class NodeRollout(CamelModel):
     mig_config: str | None = Field(
         default=None, description="mig-parted config handed to mig-manager (that actuator)"
     )
+    mig_config_retry: str | None = Field(
+        default=None, description="the same target under a fresh name, for the one retry"
+    )
+    mig_config_written: str | None = Field(
+        default=None, description="when both entries were written to mig-manager's ConfigMap"
+    )
+    mig_config_failed: str | None = Field(
+        default=None, description="when mig-manager reported failed for the first name"
+    )
 
     @property
     def finished(self) -> bool:

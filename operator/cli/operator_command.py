@@ -76,6 +76,16 @@ def operator(
         float,
         typer.Option(min=1, help="Seconds a node's agent may take to apply its partition."),
     ] = 600.0,
+    mig_config_propagation: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds kubelet may take to put a change of mig-manager's ConfigMap into the "
+            "file mig-manager reads (its sync period, 60 s by default, plus its cache). Plans "
+            "with actuator mig-manager write their entries when planned and point a node's "
+            "label at them no sooner; after a `failed`, the one retry waits as long again.",
+        ),
+    ] = 90.0,
     gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
     mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
     device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
@@ -116,6 +126,7 @@ def operator(
         default_actuator=default_actuator,
         priority=priority,
         mig_config_map=(namespace, config_map),
+        mig_config_propagation=mig_config_propagation,
         gpu_operator=GpuOperatorSettings(
             namespace=gpu_operator_namespace,
             strategy_label=mig_strategy_label,

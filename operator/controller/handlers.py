@@ -44,6 +44,7 @@ def configure(
     mig_config_map: tuple[str, str],
     default_actuator: Actuator = Actuator.AGENT,
     gpu_operator: GpuOperatorSettings | None = None,
+    mig_config_propagation: float = 90.0,
 ) -> None:
     """Connect the controller and register the periodic tick (`tick` seconds apart)."""
     _state["priority"] = priority
@@ -55,6 +56,7 @@ def configure(
         mig_config_map=mig_config_map,
         default_actuator=default_actuator,
         gpu_operator=gpu_operator or GpuOperatorSettings(),
+        mig_config_propagation=mig_config_propagation,
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
     _state["ticker"] = PlanTicker(_state["controller"], interval=tick)

@@ -31,30 +31,62 @@ CONFIG_LABEL = MIG_CONFIG_LABEL
 STATE_LABEL = MIG_CONFIG_STATE_LABEL
 
 
-def hand_over(
-    api: Any, *, node: str, targets: dict[int, str], namespace: str, config_map: str
-) -> str:
-    """Write the node's target into the ConfigMap and point the node's label at it; the
-    config name."""
-    entries = node_config(targets)
-    name = config_name(node, entries)
-    enable_on_node(api, node=node)
+def write_configs(
+    api: Any, *, targets: dict[str, dict[int, str]], namespace: str, config_map: str
+) -> dict[str, tuple[str, str]]:
+    """Write each node's target into the ConfigMap under two names, one for the first try
+    and a fresh one for a retry; node -> (name, retry name). A node's older entries go,
+    other nodes' entries stay.
+
+    Written when the plan is made, well before a node's label points at them: mig-manager
+    reads the ConfigMap through its mounted file, which kubelet refreshes a minute or more
+    after the write, and it does not retry a config it could not find.
+    """
+    names: dict[str, tuple[str, str]] = {}
+    entries: dict[str, Any] = {}
+    for node, layouts in targets.items():
+        config = node_config(layouts)
+        first, retry = config_name(node, config), config_name(node, config, attempt=1)
+        names[node] = (first, retry)
+        entries[first] = entries[retry] = config
 
     def edit(data: dict[str, str]) -> dict[str, str]:
         document = yaml.safe_load(data.get(CONFIG_KEY) or "") or {}
-        configs = dict(document.get("mig-configs") or {})
-        # A node's older targets go; other nodes' entries stay.
-        configs = {k: v for k, v in configs.items() if not owned_by(k, node)}
-        configs[name] = entries
+        configs = {
+            k: v
+            for k, v in (document.get("mig-configs") or {}).items()
+            if not any(owned_by(k, node) for node in targets)
+        }
+        configs.update(entries)
         document = {"version": "v1", "mig-configs": dict(sorted(configs.items()))}
         return {**data, CONFIG_KEY: yaml.safe_dump(document, sort_keys=False)}
 
-    kube.edit_config_map(api, namespace=namespace, name=config_map, edit=edit)
+    if targets:
+        kube.edit_config_map(api, namespace=namespace, name=config_map, edit=edit)
+    return names
+
+
+def point_at(api: Any, *, node: str, name: str) -> None:
+    """Set the node's `nvidia.com/mig.config` to `name`, clearing the state label in the same
+    write (a stale `success` is never mistaken for the new one)."""
+    enable_on_node(api, node=node)
     kube.patch_node(
         api,
         name=node,
         body={"metadata": {"labels": {CONFIG_LABEL: name, STATE_LABEL: None}}},
     )
+
+
+def hand_over(
+    api: Any, *, node: str, targets: dict[int, str], namespace: str, config_map: str
+) -> str:
+    """Write the node's target into the ConfigMap and point the node's label at it at once;
+    the config name. (Only where mig-manager reads the ConfigMap through the API; the
+    rollout waits for kubelet between the two.)"""
+    name, _ = write_configs(
+        api, targets={node: targets}, namespace=namespace, config_map=config_map
+    )[node]
+    point_at(api, node=node, name=name)
     return name
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from migplan.operator.conditions import condition, merge_conditions
-from migplan.operator.controller import metrics
+from migplan.operator.controller import metrics, mig_manager
 from migplan.operator.controller.conflicts import conflicting_plan
 from migplan.operator.controller.planning import plan_status
 from migplan.operator.controller.rollout import (
@@ -30,6 +30,7 @@ from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.plan import Plan
 from migplan.planner.rollout import (
     NodeRollout,
     RolloutPhase,
@@ -76,6 +77,8 @@ class PlanController:
     default_actuator: Actuator = Actuator.AGENT
     """The actuator of plans that name none."""
     gpu_operator: GpuOperatorSettings = field(default_factory=GpuOperatorSettings)
+    mig_config_propagation: float = 90.0
+    """Seconds kubelet may take to put a ConfigMap change into mig-manager's file."""
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
@@ -207,13 +210,7 @@ class PlanController:
         if annotation:
             new["rebalanceHandled"] = annotation
         if not manifest.spec.dry_run:
-            records = rollout_nodes(result.plan)
-            old = (status.get("rollout") or {}).get("nodes") or {}
-            nodes: dict[str, Any] = dict.fromkeys(old)
-            nodes.update({r.node: r.model_dump(mode="json", by_alias=True) for r in records})
-            new["rollout"] = {"inputHash": result.plan.input_hash, "nodes": nodes}
-            new["progress"] = f"0/{len(records)}"
-            new["phase"] = "Ready" if not records else "Pending"
+            new.update(self._new_rollout(result.plan, manifest, status, now))
         self._write(body, new)
         self._preflight_event(body, before=status.get("conditions") or [], after=new["conditions"])
         s = result.plan.summary
@@ -231,6 +228,43 @@ class PlanController:
             evictions=s.evictions,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _new_rollout(
+        self, plan: Plan, manifest: GPUPartitionPlan, status: dict[str, Any], now: datetime
+    ) -> dict[str, Any]:
+        """The status fields of a fresh rollout of `plan` (nodes of an older one cleared)."""
+        records = rollout_nodes(plan)
+        if (manifest.spec.actuator or self.default_actuator) is Actuator.MIG_MANAGER:
+            records = self._write_mig_configs(records, now)
+        old = (status.get("rollout") or {}).get("nodes") or {}
+        nodes: dict[str, Any] = dict.fromkeys(old)
+        nodes.update({r.node: r.model_dump(mode="json", by_alias=True) for r in records})
+        return {
+            "rollout": {"inputHash": plan.input_hash, "nodes": nodes},
+            "progress": f"0/{len(records)}",
+            "phase": "Ready" if not records else "Pending",
+        }
+
+    def _write_mig_configs(self, records: list[NodeRollout], now: datetime) -> list[NodeRollout]:
+        """Write every node's mig-parted entries now, so kubelet has put them into
+        mig-manager's file by the time the rollout reaches the node."""
+        namespace, config_map = self.mig_config_map
+        names = mig_manager.write_configs(
+            self.api,
+            targets={r.node: {t.index: t.layout for t in r.gpus} for r in records},
+            namespace=namespace,
+            config_map=config_map,
+        )
+        return [
+            r.model_copy(
+                update={
+                    "mig_config": names[r.node][0],
+                    "mig_config_retry": names[r.node][1],
+                    "mig_config_written": timestamp(now),
+                }
+            )
+            for r in records
+        ]
 
     def _preflight_event(
         self, body: dict[str, Any], *, before: list[dict[str, Any]], after: list[dict[str, Any]]
@@ -343,6 +377,7 @@ class PlanController:
             actuator=spec.actuator or self.default_actuator,
             mig_config_map=self.mig_config_map,
             gpu_operator=self.gpu_operator,
+            mig_config_propagation=self.mig_config_propagation,
         )
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:

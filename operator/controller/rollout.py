@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -69,6 +69,9 @@ class NodeStepper:
     mig_config_map: tuple[str, str] = DEFAULT_MIG_CONFIG_MAP
     """(namespace, name) of the ConfigMap mig-manager reads (mig-manager actuator)."""
     gpu_operator: GpuOperatorSettings = field(default_factory=GpuOperatorSettings)
+    mig_config_propagation: float = 90.0
+    """Seconds from writing mig-manager's ConfigMap until its mounted file shows the change
+    (kubelet's sync period, 60 s by default, plus its cache)."""
     _refusals: dict[str, _Refusal] = field(default_factory=dict)
     """Per pod, the last refused eviction: why, how often, and when to try again."""
 
@@ -267,19 +270,7 @@ class NodeStepper:
                     "spec": {"nodeName": record.node, "plan": self.plan, "gpus": []},
                 },
             )
-            namespace, config_map = self.mig_config_map
-            name = mig_manager.hand_over(
-                self.api,
-                node=record.node,
-                targets={t.index: t.layout for t in record.gpus},
-                namespace=namespace,
-                config_map=config_map,
-            )
-            return self._next(
-                record.model_copy(update={"mig_config": name}),
-                NodeStep.VERIFYING,
-                f"waiting for mig-manager to apply {name}",
-            )
+            return self._hand_to_mig_manager(record)
         staying = mig_manager.pods_on(self.api, node=record.node, settings=self.gpu_operator)
         if staying:
             since = parse_timestamp(record.since) if record.since else self.clock()
@@ -314,6 +305,77 @@ class NodeStepper:
             updated, NodeStep.VERIFYING, f"waiting for the agent to apply generation {generation}"
         )
 
+    def _written(self, record: NodeRollout) -> NodeRollout:
+        """The record with its config entries written (the reconciler writes them when it
+        plans; a record from before that is written here)."""
+        if record.mig_config and record.mig_config_retry and record.mig_config_written:
+            return record
+        namespace, config_map = self.mig_config_map
+        name, retry = mig_manager.write_configs(
+            self.api,
+            targets={record.node: {t.index: t.layout for t in record.gpus}},
+            namespace=namespace,
+            config_map=config_map,
+        )[record.node]
+        return record.model_copy(
+            update={
+                "mig_config": name,
+                "mig_config_retry": retry,
+                "mig_config_written": timestamp(self.clock()),
+            }
+        )
+
+    def _propagated(self, since: str | None) -> datetime | None:
+        """When kubelet will have refreshed mig-manager's file after `since`, if not yet."""
+        if since is None:
+            return None
+        # Status timestamps keep whole seconds: the write may have been up to 1 s later.
+        ready = parse_timestamp(since) + timedelta(seconds=self.mig_config_propagation + 1)
+        return ready if self.clock() < ready else None
+
+    def _hand_to_mig_manager(self, record: NodeRollout) -> NodeRollout | None:
+        """Point the node's label at its config once mig-manager's file can show it."""
+        written = self._written(record)
+        pending = self._propagated(written.mig_config_written)
+        if pending is not None:
+            message = (
+                f"waiting until {timestamp(pending)} for kubelet to put {written.mig_config} "
+                "into mig-manager's config file"
+            )
+            if written is not record:
+                return self._next(written, NodeStep.PARTITIONING, message)
+            return self._waiting(record, message)
+        assert written.mig_config is not None
+        mig_manager.point_at(self.api, node=record.node, name=written.mig_config)
+        return self._next(
+            written, NodeStep.VERIFYING, f"waiting for mig-manager to apply {written.mig_config}"
+        )
+
+    def _retry_mig_manager(self, record: NodeRollout) -> NodeRollout | None:
+        """After mig-manager's first `failed`: wait one more propagation period (its file may
+        have lagged), then point the label at the retry name, once."""
+        if record.mig_config_failed is None:
+            return self._next(
+                record.model_copy(update={"mig_config_failed": timestamp(self.clock())}),
+                NodeStep.VERIFYING,
+                f"mig-manager reports failed for {record.mig_config}; retrying once with "
+                f"{record.mig_config_retry} in {self.mig_config_propagation:.0f} s",
+            )
+        if self._propagated(record.mig_config_failed) is not None:
+            return None
+        assert record.mig_config_retry is not None
+        mig_manager.point_at(self.api, node=record.node, name=record.mig_config_retry)
+        return self._next(
+            record.model_copy(
+                update={
+                    "mig_config": record.mig_config_retry,
+                    "since": timestamp(self.clock()),
+                }
+            ),
+            NodeStep.VERIFYING,
+            f"retrying: waiting for mig-manager to apply {record.mig_config_retry}",
+        )
+
     def _verify_mig_manager(self, record: NodeRollout) -> NodeRollout | None:
         """Follow mig-manager's state label; then the agent's report and the allocatable
         resources must show the target's instance counts (mig-manager places them itself)."""
@@ -324,8 +386,15 @@ class NodeStepper:
         why = None
         if config != record.mig_config:
             why = f"the node's {mig_manager.CONFIG_LABEL} is {config!r}, not {record.mig_config!r}"
-        elif state == "failed":
+        elif state == "failed" and record.mig_config != record.mig_config_retry:
+            if record.mig_config_retry:
+                return self._retry_mig_manager(record)
             why = f"mig-manager reports {mig_manager.STATE_LABEL}=failed"
+        elif state == "failed":
+            why = (
+                f"mig-manager reports {mig_manager.STATE_LABEL}=failed for the retry too; "
+                "its log says why (a config missing from its file, or a GPU still in use)"
+            )
         elif state == "success":
             want = {t.index: Layout.parse(t.layout).profile_counts() for t in record.gpus}
             have = {i: Layout.parse(v).profile_counts() for i, v in layouts.items()}

@@ -39,6 +39,9 @@ from migplan.planner.errors import MigplanInputError
 from migplan.planner.layout import Layout
 from migplan.planner.migparted import first_fit_layout
 
+REFRESH = 0.2
+"""Seconds between the simulated kubelet's reads of the ConfigMap."""
+
 
 class ConfigFile:
     """A ConfigMap's `config.yaml` as a pod's mounted file shows it: each content becomes
@@ -54,9 +57,14 @@ class ConfigFile:
     ) -> None:
         self._api, self._config_map, self._lag, self._clock = api, config_map, lag, clock
         self._seen: list[tuple[float, dict[str, Any]]] = []
+        self._read = 0.0
 
     def refresh(self) -> None:
-        """Read the ConfigMap from the API (what kubelet's watch sees)."""
+        """Read the ConfigMap from the API (what kubelet's watch sees), at most every
+        `REFRESH` seconds."""
+        if self._seen and self._clock() - self._read < REFRESH:
+            return
+        self._read = self._clock()
         namespace, name = self._config_map
         data = kube.get_config_map_data(self._api, namespace=namespace, name=name)
         configs = (yaml.safe_load(data.get(CONFIG_KEY) or "") or {}).get("mig-configs") or {}
@@ -109,6 +117,7 @@ class SimulatedMigManager:
 
     def sync(self, node: str) -> None:
         """Act on the node's labels once (called for every node by the fleet's sweep)."""
+        self.file.refresh()  # kubelet watches the ConfigMap all the time
         labels = kube.get_node(self._api, name=node).metadata.labels or {}
         if labels.get(MIG_MANAGER_DEPLOY_LABEL, "true") != "true":
             self._applied.pop(node, None)  # its pod is gone; a new one starts afresh
@@ -117,7 +126,6 @@ class SimulatedMigManager:
         if not wanted or self._applied.get(node) == wanted:
             return
         self._applied[node] = wanted
-        self.file.refresh()
         entries = self.file.configs().get(wanted)
         if not entries:
             self._finish(node, wanted, "failed")  # `assert --valid-config` fails first

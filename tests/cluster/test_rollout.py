@@ -239,13 +239,18 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconf
         plugin=fleet.plugin,
         catalog=default_catalog(),
         config_map=config_map,
+        lag=2.0,  # kubelet refreshes the file mig-manager reads this much after a write
     )
     fleet.hooks.append(mig_manager.sync)
     try:
         apply(cp, mig_deployment("frag", profile="1g.10gb", namespace="mm", pool="mm"))
         wait_for(lambda: app_running(cp, "mm", "frag"), "the running pod")
         wanted = add_pending(cp, "mm", 3)
-        with running_operator(cp, kubeconfig=operator_kubeconfig):
+        with running_operator(
+            cp,
+            kubeconfig=operator_kubeconfig,
+            extra_args=("--mig-config-propagation", "3"),
+        ):
             apply(cp, make_plan("mm", "mm", window=ALWAYS_OPEN, actuator="mig-manager"))
             status = wait_for(
                 lambda: (s := plan_status(cp, "mm")).get("phase") == "Ready" and s,
@@ -271,10 +276,58 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconf
             assert record["migConfig"].startswith(f"migplan-{name}-")
             assert record["migConfig"] in data
             assert (name, record["migConfig"]) in mig_manager.applied_configs
+            # Entries written when planned, the label pointed at them 3 s later: never failed.
+            assert [o for o in mig_manager.outcomes if o[0] == name] == [
+                (name, record["migConfig"], "success")
+            ]
+            assert record["migConfigRetry"] in data
             # The agent wrote nothing: the operator never gave it a target.
             np = json.loads(cp.kubectl("get", "np", name, "-o", "json").stdout)
             assert np["spec"]["gpus"] == []
             assert not node_obj(cp, name)["spec"].get("unschedulable")
+    finally:
+        fleet.stop()
+
+
+def test_a_config_file_slower_than_expected_costs_one_retry_not_the_node(
+    crds, operator_kubeconfig
+) -> None:
+    cp = crds
+    fleet = build_pool(cp, "ml", {"ml-a": "-"})
+    config_map = ("gpu-operator", "migplan-mig-parted-config")
+    apply(cp, GPU_OPERATOR_NAMESPACE, component_pod("ml-a", "nvidia-mig-manager"))
+    mig_manager = SimulatedMigManager(
+        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        nodes=fleet.nodes,
+        plugin=fleet.plugin,
+        catalog=default_catalog(),
+        config_map=config_map,
+        lag=4.0,  # longer than the operator is told to wait, shorter than twice that
+    )
+    fleet.hooks.append(mig_manager.sync)
+    try:
+        wanted = add_pending(cp, "ml", 2)
+        with running_operator(
+            cp,
+            kubeconfig=operator_kubeconfig,
+            extra_args=("--mig-config-propagation", "2"),
+        ):
+            apply(cp, make_plan("ml", "ml", window=ALWAYS_OPEN, actuator="mig-manager"))
+            status = wait_for(
+                lambda: (s := plan_status(cp, "ml")).get("phase") == "Ready" and s,
+                "the rollout through mig-manager, retried",
+                timeout=90,
+            )
+            wait_for(lambda: running(cp, "ml", *wanted), "the pending pods to run", timeout=60)
+        record = status["rollout"]["nodes"]["ml-a"]
+        assert record["step"] == "Done"
+        first, retry = record["migConfig"], record["migConfigRetry"]
+        assert first == retry  # the label ended on the retry name
+        failed = [o for o in mig_manager.outcomes if o[2] == "failed"]
+        assert len(failed) == 1  # the first name, before the file had it
+        assert failed[0][1] != retry
+        assert mig_manager.outcomes[-1] == ("ml-a", retry, "success")
+        assert record["migConfigFailed"]
     finally:
         fleet.stop()
 
@@ -298,7 +351,12 @@ def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kub
             *(mig_pod(f"want-{i}", profile="3g.40gb", namespace="mw", pool="mw") for i in range(2)),
         )
         wait_for(lambda: unschedulable(cp, "mw", "want-0", "want-1"), "the new pods to wait")
-        with running_operator(cp, kubeconfig=operator_kubeconfig, agent_timeout=4):
+        with running_operator(
+            cp,
+            kubeconfig=operator_kubeconfig,
+            agent_timeout=4,
+            extra_args=("--mig-config-propagation", "0"),
+        ):
             apply(cp, make_plan("mw", "mw", window=ALWAYS_OPEN, actuator="mig-manager"))
             status = wait_for(
                 lambda: (s := plan_status(cp, "mw")).get("phase") == "Degraded" and s,
