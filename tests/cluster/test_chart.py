@@ -152,12 +152,28 @@ def test_chart_with_every_option_passes_the_api_servers_dry_run(
         "rebalance.enabled=true",
         "metrics.serviceMonitor.enabled=true",
         "agent.namespace=migplan-agent-dry-run",
+        "gpuOperator.namespace=nvidia-gpu",
+        "gpuOperator.selectors.devicePlugin=app.kubernetes.io/name=device-plugin",
+        "agent.cdiCommand=/host/nvidia-ctk cdi generate",
+        "agent.extraVolumes[0].name=toolkit",
+        "agent.extraVolumes[0].hostPath.path=/usr/local/nvidia/toolkit",
+        "agent.extraVolumeMounts[0].name=toolkit",
+        "agent.extraVolumeMounts[0].mountPath=/host",
     )
     assert "ServiceMonitor" in {o["kind"] for o in objects}
+    agent = next(o for o in objects if o["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in agent["containers"][0]["env"]}
+    assert env["MIGPLAN_GPU_OPERATOR_NAMESPACE"] == "nvidia-gpu"
+    assert env["MIGPLAN_DEVICE_PLUGIN_SELECTOR"] == "app.kubernetes.io/name=device-plugin"
+    assert env["MIGPLAN_CDI_COMMAND"] == "/host/nvidia-ctk cdi generate"
+    assert "MIGPLAN_GFD_SELECTOR" not in env  # unset: the agent's default
+    assert {"name": "toolkit", "mountPath": "/host"} in agent["containers"][0]["volumeMounts"]
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
     cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(crds))
     # A dry run cannot see the namespace it would create itself.
     agent_ns = [o for o in objects if o["kind"] == "Namespace"]
+    # ... nor the GPU Operator's, which its own install makes.
+    agent_ns.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nvidia-gpu"}})
     cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(agent_ns))
     rest = [o for o in objects if o["kind"] not in ("CustomResourceDefinition", "Namespace")]
     dry = cp.kubectl(
