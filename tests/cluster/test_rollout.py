@@ -226,38 +226,51 @@ def test_deleting_a_plan_mid_rollout_leaves_no_node_cordoned(crds, operator_kube
         fleet.stop()
 
 
-def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconfig) -> None:
-    cp = crds
-    fleet = build_pool(cp, "mm", {"mm-a": "1g.10gb@0", "mm-b": "1g.10gb@6"})
-    config_map = ("gpu-operator", "migplan-mig-parted-config")
-    apply(
-        cp, GPU_OPERATOR_NAMESPACE, *(component_pod(n, "nvidia-mig-manager") for n in fleet.nodes)
-    )
+MIG_CONFIG_MAP = ("gpu-operator", "migplan-mig-parted-config")
+
+
+def mig_managed(cp, fleet, **options) -> SimulatedMigManager:
+    """A simulated mig-manager for the fleet's nodes (with its pod on each, as its DaemonSet
+    makes), swept with them; `options` go to SimulatedMigManager (lag, wedged)."""
+    mig_managers = (component_pod(n, "nvidia-mig-manager") for n in fleet.nodes)
+    apply(cp, GPU_OPERATOR_NAMESPACE, *mig_managers)
     mig_manager = SimulatedMigManager(
         api=kube.connect(kubeconfig=str(cp.kubeconfig)),
         nodes=fleet.nodes,
         plugin=fleet.plugin,
         catalog=default_catalog(),
-        config_map=config_map,
-        lag=2.0,  # kubelet refreshes the file mig-manager reads this much after a write
+        config_map=MIG_CONFIG_MAP,
+        **options,
     )
     fleet.hooks.append(mig_manager.sync)
+    return mig_manager
+
+
+def roll_out_through_mig_manager(cp, operator_kubeconfig, pool: str, propagation: str) -> dict:
+    """Plan `pool` for mig-manager, wait for the rollout to be Ready; its status."""
+    with running_operator(
+        cp, kubeconfig=operator_kubeconfig, extra_args=("--mig-config-propagation", propagation)
+    ):
+        apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN, actuator="mig-manager"))
+        return wait_for(
+            lambda: (s := plan_status(cp, pool)).get("phase") == "Ready" and s,
+            f"the rollout of {pool} through mig-manager",
+            timeout=120,
+        )
+
+
+def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconfig) -> None:
+    cp = crds
+    fleet = build_pool(cp, "mm", {"mm-a": "1g.10gb@0", "mm-b": "1g.10gb@6"})
+    config_map = MIG_CONFIG_MAP
+    # kubelet refreshes the file mig-manager reads 2 s after a write; migplan waits 3 s.
+    mig_manager = mig_managed(cp, fleet, lag=2.0)
     try:
         apply(cp, mig_deployment("frag", profile="1g.10gb", namespace="mm", pool="mm"))
         wait_for(lambda: app_running(cp, "mm", "frag"), "the running pod")
         wanted = add_pending(cp, "mm", 3)
-        with running_operator(
-            cp,
-            kubeconfig=operator_kubeconfig,
-            extra_args=("--mig-config-propagation", "3"),
-        ):
-            apply(cp, make_plan("mm", "mm", window=ALWAYS_OPEN, actuator="mig-manager"))
-            status = wait_for(
-                lambda: (s := plan_status(cp, "mm")).get("phase") == "Ready" and s,
-                "the rollout through mig-manager",
-                timeout=120,
-            )
-            wait_for(lambda: running(cp, "mm", *wanted), "the pending pods to run", timeout=60)
+        status = roll_out_through_mig_manager(cp, operator_kubeconfig, "mm", "3")
+        wait_for(lambda: running(cp, "mm", *wanted), "the pending pods to run", timeout=60)
         records = status["rollout"]["nodes"]
         assert {r["step"] for r in records.values()} == {"Done"}, records
         # mig-manager rebuilds whole GPUs: the pod on the changed GPU was evicted.
@@ -294,31 +307,12 @@ def test_a_config_file_slower_than_expected_costs_one_retry_not_the_node(
 ) -> None:
     cp = crds
     fleet = build_pool(cp, "ml", {"ml-a": "-"})
-    config_map = ("gpu-operator", "migplan-mig-parted-config")
-    apply(cp, GPU_OPERATOR_NAMESPACE, component_pod("ml-a", "nvidia-mig-manager"))
-    mig_manager = SimulatedMigManager(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
-        nodes=fleet.nodes,
-        plugin=fleet.plugin,
-        catalog=default_catalog(),
-        config_map=config_map,
-        lag=4.0,  # longer than the operator is told to wait, shorter than twice that
-    )
-    fleet.hooks.append(mig_manager.sync)
+    # The file lags longer than the operator is told to wait, shorter than twice that.
+    mig_manager = mig_managed(cp, fleet, lag=4.0)
     try:
         wanted = add_pending(cp, "ml", 2)
-        with running_operator(
-            cp,
-            kubeconfig=operator_kubeconfig,
-            extra_args=("--mig-config-propagation", "2"),
-        ):
-            apply(cp, make_plan("ml", "ml", window=ALWAYS_OPEN, actuator="mig-manager"))
-            status = wait_for(
-                lambda: (s := plan_status(cp, "ml")).get("phase") == "Ready" and s,
-                "the rollout through mig-manager, retried",
-                timeout=90,
-            )
-            wait_for(lambda: running(cp, "ml", *wanted), "the pending pods to run", timeout=60)
+        status = roll_out_through_mig_manager(cp, operator_kubeconfig, "ml", "2")
+        wait_for(lambda: running(cp, "ml", *wanted), "the pending pods to run", timeout=60)
         record = status["rollout"]["nodes"]["ml-a"]
         assert record["step"] == "Done"
         first, retry = record["migConfig"], record["migConfigRetry"]
@@ -335,16 +329,7 @@ def test_a_config_file_slower_than_expected_costs_one_retry_not_the_node(
 def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "mw", {"mw-a": "-"})
-    apply(cp, GPU_OPERATOR_NAMESPACE, component_pod("mw-a", "nvidia-mig-manager"))
-    mig_manager = SimulatedMigManager(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
-        nodes=fleet.nodes,
-        plugin=fleet.plugin,
-        catalog=default_catalog(),
-        config_map=("gpu-operator", "migplan-mig-parted-config"),
-        wedged=frozenset({"mw-a"}),
-    )
-    fleet.hooks.append(mig_manager.sync)
+    mig_managed(cp, fleet, wedged=frozenset({"mw-a"}))
     try:
         apply(
             cp,
