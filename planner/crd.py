@@ -220,6 +220,13 @@ def plan_crd() -> Schema:
                 "priority": 1,
             },
             {"name": "Dry-Run", "type": "boolean", "jsonPath": ".spec.dryRun", "priority": 1},
+            {
+                "name": "Preflight",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Preflight")].reason',
+                "description": "Passed, Warnings, or the check that refused a node",
+                "priority": 1,
+            },
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
     )
