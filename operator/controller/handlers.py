@@ -7,6 +7,7 @@ and writes status itself (so each rollout step is recorded before it is taken).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -68,6 +69,17 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.priority = _state.get("priority", 0)
     settings.posting.level = logging.WARNING  # kopf's own handler chatter stays in the logs
     _state["ticker"].start()
+
+
+@kopf.on.probe(id="ticker")
+def ticker_alive(**_: Any) -> float:
+    """Liveness: fails (kopf answers 500) once the ticker has not ticked for 3 intervals,
+    so a wedged ticker thread gets the pod restarted; else seconds since its last tick."""
+    ticker: PlanTicker = _state["ticker"]
+    why = ticker.stalled()
+    if why is not None:
+        raise kopf.PermanentError(why)
+    return round(time.monotonic() - ticker.last_tick, 1)
 
 
 @kopf.on.cleanup()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -27,6 +28,38 @@ STEP_SECONDS = Histogram(
     ["step"],
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 )
+
+CORDONED = Gauge("migplan_nodes_cordoned", "GPU nodes migplan holds cordoned, all plans")
+NODES_IN_STEP = Gauge(
+    "migplan_rollout_nodes", "Nodes of current rollouts in each step, all plans", ["step"]
+)
+OLDEST_STEP = Gauge(
+    "migplan_rollout_oldest_step_seconds",
+    "How long the longest-running unfinished rollout step has lasted (0: none in hand)",
+)
+TICKER_LAST = Gauge(
+    "migplan_ticker_last_tick_timestamp_seconds", "When the plan ticker last made progress"
+)
+
+
+@dataclass(frozen=True)
+class Invariants:
+    """The rollout invariants one ticker round observed."""
+
+    cordoned: int
+    steps: dict[str, int]
+    oldest_step_seconds: float
+
+
+def set_invariants(found: Invariants) -> None:
+    """Publish one round's invariants (steps no node is in drop out)."""
+    CORDONED.set(found.cordoned)
+    NODES_IN_STEP.clear()
+    for step, count in found.steps.items():
+        NODES_IN_STEP.labels(step=step).set(count)
+    OLDEST_STEP.set(found.oldest_step_seconds)
+    TICKER_LAST.set_to_current_time()
+
 
 _phases: dict[str, str] = {}
 _lock = threading.Lock()

@@ -10,30 +10,64 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
 
 import structlog
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
+from migplan.operator.controller import metrics
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.kube import client as kube
+from migplan.planner.rollout import NodeRollout
+from migplan.planner.schedule import parse_timestamp
 
 log = structlog.get_logger("migplan.operator")
+
+
+STALL_FLOOR = 90.0
+"""Seconds without a tick that always count as normal: one planning of a big fleet takes
+tens of seconds on the ticker's thread."""
 
 
 class PlanTicker:
     """Calls `controller.tick` for every plan, `interval` seconds apart, in one thread."""
 
-    def __init__(self, controller: PlanController, *, interval: float) -> None:
+    def __init__(
+        self,
+        controller: PlanController,
+        *,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.controller = controller
         self.interval = interval
+        self._clock = clock
+        self.last_tick = clock()
+        """When the ticker last finished a plan's tick or a round (monotonic seconds)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def beat(self) -> None:
+        """The ticker made progress."""
+        self.last_tick = self._clock()
+
+    def stalled(self) -> str | None:
+        """Why the ticker looks wedged (no progress for 3 intervals, and at least
+        STALL_FLOOR seconds), or None while it ticks."""
+        quiet = self._clock() - self.last_tick
+        if quiet < max(3 * self.interval, STALL_FLOOR):
+            return None
+        return f"the plan ticker has not ticked for {quiet:.0f} s (interval {self.interval:g} s)"
+
     def tick_all(self) -> None:
-        """One round: every plan once, then nodes cordoned by plans that no longer exist."""
+        """One round: every plan once, then nodes cordoned by plans that no longer exist;
+        the invariants' gauges refreshed from what the round read."""
         api = self.controller.api
-        names = {str(p["metadata"]["name"]) for p in kube.list_plans(api)}
+        plans = kube.list_plans(api)
+        names = {str(p["metadata"]["name"]) for p in plans}
         for name in sorted(names):
             if self._stop.is_set():
                 return
@@ -41,11 +75,24 @@ class PlanTicker:
                 self.controller.tick(name)
             except Exception as exc:  # one plan's trouble must not stop the others
                 log.error("tick failed", plan=name, error=repr(exc))
-        for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
+            self.beat()
+        nodes = kube.list_nodes(api, label_selector=MIG_CAPABLE)
+        for node in nodes:
             owner = (node.metadata.annotations or {}).get(CORDONED_BY)
             if owner and owner not in names:
                 released = release_nodes(api, plan=owner)
                 log.info("plan gone: its nodes uncordoned", plan=owner, nodes=released)
+        metrics.set_invariants(
+            rollout_invariants(
+                plans=plans,  # as the round began: no second list per round
+                cordoned=[
+                    str(n.metadata.name)
+                    for n in nodes
+                    if (n.metadata.annotations or {}).get(CORDONED_BY)
+                ],
+                now=self.controller.clock(),
+            )
+        )
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -54,6 +101,7 @@ class PlanTicker:
                 self.tick_all()
             except Exception as exc:  # the API may be away for a while; try again
                 log.error("tick round failed", error=repr(exc))
+            self.beat()  # a round that failed on the API still ran: not wedged
             self._stop.wait(max(0.05, self.interval - (time.monotonic() - started)))
 
     def start(self) -> None:
@@ -66,3 +114,23 @@ class PlanTicker:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+
+def rollout_invariants(
+    *, plans: list[dict[str, Any]], cordoned: list[str], now: datetime
+) -> metrics.Invariants:
+    """What the operator promises to converge, as numbers: nodes it holds cordoned, nodes
+    in each rollout step (over every plan), and how long the oldest unfinished step has
+    lasted."""
+    steps: dict[str, int] = {}
+    oldest = 0.0
+    for plan in plans:
+        nodes = (((plan.get("status") or {}).get("rollout") or {}).get("nodes")) or {}
+        for value in nodes.values():
+            if not value:
+                continue
+            record = NodeRollout.model_validate(value)
+            steps[record.step.value] = steps.get(record.step.value, 0) + 1
+            if record.in_progress and record.since:
+                oldest = max(oldest, (now - parse_timestamp(record.since)).total_seconds())
+    return metrics.Invariants(cordoned=len(cordoned), steps=steps, oldest_step_seconds=oldest)

@@ -52,6 +52,14 @@ def sample(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+def liveness(port: int) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return json.loads(response.read())
+    except OSError:
+        return None
+
+
 def dashboard_metrics() -> set[str]:
     document = json.loads(DASHBOARD.read_text())
     names = set()
@@ -113,8 +121,21 @@ def test_dashboard_queries_name_metrics_the_live_processes_export(crds) -> None:
         agent_text = wait_for(
             lambda: agent_reports(agent_port), "the agent to report its instances on /metrics", 60
         )
-        with running_operator(cp, metrics_port=operator_port) as operator:
-            operator_text = wait_for(lambda: scrape(operator_port), "the operator's /metrics")
+        health_port = free_port()
+        with running_operator(
+            cp,
+            metrics_port=operator_port,
+            extra_args=("--liveness", f"http://127.0.0.1:{health_port}/healthz"),
+        ) as operator:
+            operator_text = wait_for(
+                lambda: (
+                    (text := scrape(operator_port)) and "migplan_nodes_cordoned " in text and text
+                ),
+                "the operator's /metrics after a ticker round",
+            )
+            # Liveness includes the ticker's probe: seconds since its last tick.
+            health = wait_for(lambda: liveness(health_port), "kopf's liveness endpoint")
+            assert 0 <= health["ticker"] < 5
             exported = families(agent_text) | families(operator_text)
             missing = sorted(dashboard_metrics() - exported)
             assert not missing, f"dashboard queries metrics nobody exports: {missing}"

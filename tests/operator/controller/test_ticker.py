@@ -1,0 +1,70 @@
+"""The ticker's liveness and the rollout invariants it publishes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client import REGISTRY
+
+from migplan.operator.controller import metrics
+from migplan.operator.controller.ticker import STALL_FLOOR, PlanTicker, rollout_invariants
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(("interval", "limit"), [(10.0, STALL_FLOOR), (60.0, 180.0)])
+def test_the_ticker_is_stalled_after_three_quiet_intervals(interval: float, limit: float) -> None:
+    clock = Clock()
+    ticker = PlanTicker(controller=None, interval=interval, clock=clock)  # type: ignore[arg-type]
+    clock.now += limit - 1
+    assert ticker.stalled() is None
+    clock.now += 2
+    assert f"has not ticked for {limit + 1:.0f} s" in (ticker.stalled() or "")
+    ticker.beat()
+    assert ticker.stalled() is None
+
+
+def record(node: str, step: str, minutes_ago: int | None = None) -> dict:
+    found = {"node": node, "step": step, "before": [], "gpus": [], "disruptive": True}
+    if minutes_ago is not None:
+        found["since"] = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return found
+
+
+def plan(*records: dict) -> dict:
+    return {"status": {"rollout": {"nodes": {r["node"]: r for r in records}}}}
+
+
+def test_invariants_count_steps_and_age_only_unfinished_ones() -> None:
+    found = rollout_invariants(
+        plans=[
+            plan(record("a", "Evicting", 7), record("b", "Done", 60)),
+            plan(record("c", "Evicting", 2), record("d", "Pending")),
+            {"status": {}},
+            {"status": {"rollout": {"nodes": {"gone": None}}}},
+        ],
+        cordoned=["a", "c"],
+        now=NOW,
+    )
+    assert found.cordoned == 2
+    assert found.steps == {"Evicting": 2, "Done": 1, "Pending": 1}
+    assert found.oldest_step_seconds == 7 * 60  # Done's hour does not count
+
+
+def test_published_invariants_replace_the_previous_round() -> None:
+    metrics.set_invariants(metrics.Invariants(3, {"Evicting": 2, "Verifying": 1}, 42.0))
+    metrics.set_invariants(metrics.Invariants(1, {"Verifying": 1}, 5.0))
+    value = REGISTRY.get_sample_value
+    assert value("migplan_nodes_cordoned") == 1
+    assert value("migplan_rollout_nodes", {"step": "Verifying"}) == 1
+    assert value("migplan_rollout_nodes", {"step": "Evicting"}) is None
+    assert value("migplan_rollout_oldest_step_seconds") == 5.0
