@@ -31,6 +31,19 @@ def operator(
     standalone: Annotated[
         bool, typer.Option(help="Run without peering (a single replica).")
     ] = False,
+    leader_elect: Annotated[
+        bool,
+        typer.Option(
+            help="Run as one of several replicas: only the holder of the Lease "
+            "migplan-operator (in --leader-election-namespace) plans and rolls out; a follower "
+            "takes over within about 12 s of the leader's last renewal, and a leader that "
+            "cannot renew exits. Replaces kopf peering."
+        ),
+    ] = False,
+    leader_election_namespace: Annotated[
+        str,
+        typer.Option(envvar="POD_NAMESPACE", help="Namespace of the leader-election Lease."),
+    ] = "migplan-system",
     metrics_port: Annotated[
         int, typer.Option(min=0, max=65535, help="Prometheus metrics port (0: none).")
     ] = 9090,
@@ -136,6 +149,9 @@ def operator(
             mig_manager=mig_manager_selector,
         ),
     )
+    if leader_elect:
+        handlers.elect_leader(namespace=leader_election_namespace)
+        standalone = True  # the Lease decides who acts; kopf's peering would only pause us
     if metrics_port:
         authorize = None
         if metrics_auth is MetricsAuth.kubernetes:

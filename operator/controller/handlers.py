@@ -18,6 +18,8 @@ from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
+from migplan.operator.kube.leader import Leadership
+from migplan.operator.kube.leader import identity as leader_identity
 from migplan.planner.catalog import default_catalog
 from migplan.planner.spec import Actuator
 
@@ -63,12 +65,45 @@ def configure(
     _state["ticker"] = PlanTicker(_state["controller"], interval=tick)
 
 
+def elect_leader(*, namespace: str, name: str = "migplan-operator") -> None:
+    """Run as one of several replicas: act only while holding the Lease `namespace/name`."""
+    _state["leader"] = Leadership(
+        _state["controller"].api,
+        namespace=namespace,
+        name=name,
+        identity=leader_identity(),
+        on_lead=_lead,
+    )
+
+
+def _lead() -> None:
+    """Just became leader: catch up on plans changed while following, then tick."""
+    controller: PlanController = _state["controller"]
+    for plan in kube.list_plans(controller.api):
+        try:
+            controller.resumed(str(plan["metadata"]["name"]))
+        except Exception as exc:  # the ticker retries; one plan must not block the rest
+            log.error("resume failed", plan=plan["metadata"]["name"], error=repr(exc))
+    _state["ticker"].start()
+
+
+def _acting() -> bool:
+    """Whether this replica acts: no election, or it holds the lease."""
+    leader: Leadership | None = _state.get("leader")
+    return leader is None or leader.leading.is_set()
+
+
 @kopf.on.startup()
 def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Peering priority, and events only for what a person should see."""
+    """Peering priority, and events only for what a person should see; then tick, or
+    campaign for the lease and tick once leading."""
     settings.peering.priority = _state.get("priority", 0)
     settings.posting.level = logging.WARNING  # kopf's own handler chatter stays in the logs
-    _state["ticker"].start()
+    leader: Leadership | None = _state.get("leader")
+    if leader is None:
+        _state["ticker"].start()
+    else:
+        leader.start()
 
 
 @kopf.on.probe(id="ticker")
@@ -98,12 +133,16 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 def on_spec(name: str, **_: Any) -> None:
     """A new or changed spec: plan it."""
+    if not _acting():
+        return  # the leader does it; a new leader resumes every plan
     _state["controller"].spec_changed(name)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 def on_resume(name: str, **_: Any) -> None:
     """The operator started: pick up where the plan's status says it was."""
+    if not _acting():
+        return  # the leader does it; a new leader resumes every plan
     _state["controller"].resumed(name)
 
 
@@ -111,7 +150,8 @@ def on_resume(name: str, **_: Any) -> None:
 def on_delete(name: str, **_: Any) -> None:
     """A plan deleted mid-rollout leaves no node cordoned. No finalizer: if the operator is
     away when a plan goes, the ticker uncordons its nodes when it comes back."""
-    _state["controller"].forget(name)
+    if _acting():
+        _state["controller"].forget(name)
 
 
 @kopf.on.event("", "v1", "nodes", labels={"nvidia.com/mig.capable": "true"})

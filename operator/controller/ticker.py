@@ -57,6 +57,8 @@ class PlanTicker:
     def stalled(self) -> str | None:
         """Why the ticker looks wedged (no progress for 3 intervals, and at least
         STALL_FLOOR seconds), or None while it ticks."""
+        if self._thread is None:
+            return None  # not ticking by design (a follower waiting for the lease)
         quiet = self._clock() - self.last_tick
         if quiet < max(3 * self.interval, STALL_FLOOR):
             return None
@@ -106,6 +108,7 @@ class PlanTicker:
 
     def start(self) -> None:
         """Tick in the background until `stop`."""
+        self.beat()
         self._thread = threading.Thread(target=self._loop, name="migplan-ticker", daemon=True)
         self._thread.start()
 

@@ -1,0 +1,101 @@
+"""Two operator replicas with Lease-based leader election: the leader is killed mid-rollout,
+the follower takes over within the lease's bound and converges without repeating a step."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+from operator_proc import start_operator, stop_operator
+from pools import (
+    ALWAYS_OPEN,
+    add_pending,
+    apply,
+    build_pool,
+    make_plan,
+    node_obj,
+    plan_status,
+    running,
+    start_running,
+)
+from waiting import wait_for
+
+from migplan.operator.controller.rollout import CORDONED_BY
+
+pytestmark = pytest.mark.cluster
+TAKEOVER_BOUND = 15.0
+IN_HAND = {"Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning"}
+
+
+def holder(cp) -> str | None:
+    found = cp.kubectl(
+        "get", "lease", "-n", "migplan-system", "migplan-operator", "-o", "json", check=False
+    )
+    return json.loads(found.stdout)["spec"].get("holderIdentity") if found.returncode == 0 else None
+
+
+def in_hand(cp, plan: str) -> str | None:
+    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
+    return next((n for n, r in nodes.items() if r and r["step"] in IN_HAND), None)
+
+
+def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_kubeconfig) -> None:
+    cp = crds
+    fleet = build_pool(cp, "ha", {"ha-a": "1g.10gb@0", "ha-b": "1g.10gb@6"})
+    elect = ("--leader-elect", "--leader-election-namespace", "migplan-system")
+    leader = follower = None
+    try:
+        start_running(cp, "ha", "frag", "small")
+        wanted = add_pending(cp, "ha", 3)
+        leader = start_operator(cp, kubeconfig=operator_kubeconfig, extra_args=elect)
+        wait_for(
+            lambda: (h := holder(cp)) and h.endswith(f"-{leader.pid}"), "the first to lead", 30
+        )
+        follower = start_operator(cp, kubeconfig=operator_kubeconfig, extra_args=elect)
+        time.sleep(3)  # the follower is campaigning
+        assert holder(cp).endswith(f"-{leader.pid}")
+        apply(cp, make_plan("ha", "ha", window=ALWAYS_OPEN))
+        node = wait_for(lambda: in_hand(cp, "ha"), "a node in hand", timeout=60)
+        leader.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        leader.wait(timeout=10)
+        wait_for(
+            lambda: (h := holder(cp)) and h.endswith(f"-{follower.pid}"),
+            "the follower to take the lease",
+            timeout=30,
+        )
+        took_over = time.monotonic() - killed
+        assert took_over <= TAKEOVER_BOUND, took_over
+        status = wait_for(
+            lambda: (s := plan_status(cp, "ha")).get("phase") == "Ready" and s,
+            "the follower to finish the rollout",
+            timeout=120,
+        )
+        wait_for(lambda: running(cp, "ha", *wanted), "the pending pods to run", timeout=60)
+        assert {r["step"] for r in status["rollout"]["nodes"].values()} == {"Done"}
+        assert node in status["rollout"]["nodes"]
+        # Every pod the plan named was evicted once, whichever replica did it.
+        events = json.loads(
+            cp.kubectl(
+                "get", "events", "--field-selector", "involvedObject.name=ha", "-o", "json"
+            ).stdout
+        )["items"]
+        evictions = [e for e in events if e["reason"] == "Evicted"]
+        evicted = [e["message"].split(" evicted from ")[0] for e in evictions]
+        assert evicted, events
+        assert all(e.get("count", 1) == 1 for e in evictions)
+        assert len(evicted) == len(set(evicted)), evicted
+        planned = {p for r in status["rollout"]["nodes"].values() for p in r["evict"]}
+        assert set(evicted) == planned
+        for name in fleet.nodes:
+            node_doc = node_obj(cp, name)
+            assert not node_doc["spec"].get("unschedulable")
+            assert CORDONED_BY not in node_doc["metadata"].get("annotations", {})
+        print(f"takeover after the leader's death: {took_over:.1f} s")
+    finally:
+        cp.kubectl("delete", "gpp", "ha", "--wait=false", check=False)
+        for proc in (p for p in (follower, leader) if p is not None and p.poll() is None):
+            stop_operator(proc)
+        fleet.stop()
