@@ -16,33 +16,79 @@ from typing import Any, ParamSpec, TypeVar, cast
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+from tenacity.wait import wait_base
 
 from migplan.planner.errors import MigplanInputError
 
 GROUP, VERSION = "migplan.io", "v1alpha1"
 NODE_PARTITIONS = "nodepartitions"
 PLANS = "gpupartitionplans"
-RETRIED = frozenset({409, 500, 502, 503, 504})
-"""Conflicts and transient server errors: a write that meets one is tried again."""
+RETRIED = frozenset({409, 429, 500, 502, 503, 504})
+"""Conflicts, throttling (API Priority and Fairness) and transient server errors: a write
+that meets one is tried again."""
+TRIES = 5
+RETRY_AFTER_CAP = 30.0
+"""The longest wait a server's Retry-After is taken at (seconds)."""
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def retrying(call: Callable[P, R]) -> Callable[P, R]:
-    """Retry `call` on a write conflict or a transient server error (5 tries, backing off).
+def _retriable(exc: BaseException) -> bool:
+    """A 409 AlreadyExists is an answer, not a conflict: passed on at once."""
+    return (
+        isinstance(exc, ApiException) and exc.status in RETRIED and _reason(exc) != "AlreadyExists"
+    )
 
-    A 409 AlreadyExists is an answer, not a conflict, and is passed on at once.
-    """
+
+def retry_after(exc: BaseException | None) -> float | None:
+    """The seconds a throttled or unavailable API server asked to wait (its Retry-After
+    header), at most RETRY_AFTER_CAP; None when it did not say."""
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        value = float(headers.get("Retry-After", ""))
+    except (TypeError, ValueError):
+        return None
+    return min(max(value, 0.0), RETRY_AFTER_CAP)
+
+
+class _ServerPaced(wait_base):
+    """Wait as long as the server asked (Retry-After), else back off exponentially."""
+
+    def __init__(self) -> None:
+        self._backoff = wait_exponential_jitter(multiplier=0.2, max=5.0, jitter=0.1)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        asked = retry_after(outcome.exception() if outcome is not None else None)
+        return asked if asked is not None else self._backoff(retry_state)
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def retrying(call: Callable[P, R]) -> Callable[P, R]:
+    """Retry `call` on a write conflict, throttling or a transient server error (TRIES tries,
+    waiting as long as the server's Retry-After says, else backing off with jitter)."""
 
     @functools.wraps(call)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        for attempt in range(5):
-            try:
+        for attempt in Retrying(
+            retry=retry_if_exception(_retriable),
+            stop=stop_after_attempt(TRIES),
+            wait=_ServerPaced(),
+            sleep=_sleep,
+            reraise=True,
+        ):
+            with attempt:
                 return call(*args, **kwargs)
-            except ApiException as exc:
-                if exc.status not in RETRIED or _reason(exc) == "AlreadyExists" or attempt == 4:
-                    raise
-            time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
     return wrapper

@@ -52,3 +52,33 @@ def test_retries_give_up_after_five_tries() -> None:
     with pytest.raises(ApiException):
         kube.retrying(call)()
     assert len(calls) == 5
+
+
+def throttled(retry_after: str | None):
+    """A call the API server throttles once (429, with Retry-After if given), then answers."""
+    calls = []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            error = ApiException(status=429)
+            error.body = json.dumps({"reason": "TooManyRequests"})
+            error.headers = {"Retry-After": retry_after} if retry_after is not None else {}
+            raise error
+        return "ok"
+
+    return call
+
+
+def test_throttling_waits_as_long_as_the_server_asks(monkeypatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(kube.time, "sleep", slept.append)
+    assert kube.retrying(throttled("3"))() == "ok"
+    assert slept == [3.0]
+    slept.clear()
+    assert kube.retrying(throttled("600"))() == "ok"  # capped: a broken header cannot stall us
+    assert slept == [kube.RETRY_AFTER_CAP]
+    slept.clear()
+    assert kube.retrying(throttled(None))() == "ok"  # no header: a short back-off
+    assert len(slept) == 1
+    assert 0 < slept[0] < 1
