@@ -47,6 +47,8 @@ class PlanTicker:
         self._clock = clock
         self.last_tick = clock()
         """When the ticker last finished a plan's tick or a round (monotonic seconds)."""
+        self.started = False
+        """Whether it has been told to tick (a follower's ticker waits for the lease)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -57,7 +59,7 @@ class PlanTicker:
     def stalled(self) -> str | None:
         """Why the ticker looks wedged (no progress for 3 intervals, and at least
         STALL_FLOOR seconds), or None while it ticks."""
-        if self._thread is None:
+        if not self.started:
             return None  # not ticking by design (a follower waiting for the lease)
         quiet = self._clock() - self.last_tick
         if quiet < max(3 * self.interval, STALL_FLOOR):
@@ -76,7 +78,7 @@ class PlanTicker:
             try:
                 self.controller.tick(name)
             except Exception as exc:  # one plan's trouble must not stop the others
-                log.error("tick failed", plan=name, error=repr(exc))
+                log.error("tick failed", plan=name, error=f"{type(exc).__name__}: {exc}"[:1000])
             self.beat()
         nodes = kube.list_nodes(api, label_selector=MIG_CAPABLE)
         for node in nodes:
@@ -102,13 +104,14 @@ class PlanTicker:
             try:
                 self.tick_all()
             except Exception as exc:  # the API may be away for a while; try again
-                log.error("tick round failed", error=repr(exc))
+                log.error("tick round failed", error=f"{type(exc).__name__}: {exc}"[:1000])
             self.beat()  # a round that failed on the API still ran: not wedged
             self._stop.wait(max(0.05, self.interval - (time.monotonic() - started)))
 
     def start(self) -> None:
         """Tick in the background until `stop`."""
         self.beat()
+        self.started = True
         self._thread = threading.Thread(target=self._loop, name="migplan-ticker", daemon=True)
         self._thread.start()
 

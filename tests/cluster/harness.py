@@ -231,6 +231,8 @@ class _Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
 
     def tail(self, lines: int = 15) -> str:
         with contextlib.suppress(OSError):
@@ -448,7 +450,7 @@ class ControlPlane:
         binary = self.bin_dir / argv[0]
         if not binary.exists():
             raise ControlPlaneError(f"{binary} is missing: run tests/cluster/build.sh")
-        with log.open("wb") as out:
+        with log.open("ab") as out:
             popen = subprocess.Popen(
                 [str(binary), *argv[1:]],
                 stdout=out,
@@ -461,7 +463,43 @@ class ControlPlane:
             )
         REGISTRY.mkdir(parents=True, exist_ok=True)
         (REGISTRY / f"{popen.pid}.pgid").write_text(f"{popen.pid} {os.getpid()}")
-        self.processes.append(_Process(name, popen, log))
+        self.processes.append(_Process(name, popen, log, list(argv), env))
+
+    def _process(self, name: str) -> _Process:
+        found = [p for p in self.processes if p.name == name]
+        if not found:
+            raise ControlPlaneError(f"no component named {name}")
+        return found[0]
+
+    def restart(self, name: str, *, down_for: float = 0.0) -> None:
+        """Stop component `name` (TERM, then KILL), keep it down `down_for` seconds, start it
+        again with the same arguments and data, and wait until the API answers again: what
+        a control-plane upgrade or a crash does. For the fault tests."""
+        old = self._process(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(old.popen.pid, signal.SIGTERM)
+        try:
+            old.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(old.popen.pid, signal.SIGKILL)
+            old.popen.wait()
+        (REGISTRY / f"{old.popen.pid}.pgid").unlink(missing_ok=True)
+        self.processes.remove(old)
+        time.sleep(down_for)
+        self._spawn(name, old.argv, old.env)
+        self._wait_api("/readyz")
+
+    @contextlib.contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """Component `name` frozen (SIGSTOP) for the `with` block, then resumed (SIGCONT): a
+        control plane that stops answering without closing its connections."""
+        process = self._process(name)
+        os.killpg(process.popen.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(process.popen.pid, signal.SIGCONT)
 
     def _check_alive(self) -> None:
         for p in self.processes:

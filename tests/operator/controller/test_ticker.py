@@ -25,6 +25,10 @@ class Clock:
 def test_the_ticker_is_stalled_after_three_quiet_intervals(interval: float, limit: float) -> None:
     clock = Clock()
     ticker = PlanTicker(controller=None, interval=interval, clock=clock)  # type: ignore[arg-type]
+    clock.now += 10 * limit
+    assert ticker.stalled() is None  # never started: a follower waiting for the lease
+    ticker.started = True
+    ticker.beat()
     clock.now += limit - 1
     assert ticker.stalled() is None
     clock.now += 2
