@@ -25,6 +25,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
+from migplan.operator.kube import metrics as api_metrics
 from migplan.planner.errors import MigplanInputError
 
 GROUP, VERSION = "migplan.io", "v1alpha1"
@@ -102,19 +103,40 @@ def _reason(exc: ApiException) -> str:
         return ""
 
 
+def _counted(api: client.ApiClient) -> client.ApiClient:
+    """`api` with every request counted in migplan_api_requests_total."""
+    request = api.rest_client.request
+
+    def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        verb, resource = api_metrics.describe(method, url)
+        code = "error"
+        try:
+            response = request(method, url, *args, **kwargs)
+            code = str(getattr(response, "status", "") or "")
+            return response
+        except ApiException as exc:
+            code = str(exc.status)
+            raise
+        finally:
+            api_metrics.API_REQUESTS.labels(verb=verb, resource=resource, code=code).inc()
+
+    api.rest_client.request = counted  # type: ignore[method-assign]
+    return api
+
+
 def connect(*, kubeconfig: str | None = None) -> client.ApiClient:
     """An API client from `kubeconfig`, or the in-cluster service account when None."""
     try:
         if kubeconfig:
             api = config.new_client_from_config(config_file=kubeconfig)
-            return cast(client.ApiClient, api)
+            return _counted(cast(client.ApiClient, api))
         config.load_incluster_config()
     except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError) as exc:
         # A kubeconfig that is not YAML, or YAML of another shape, is bad input too.
         raise MigplanInputError(
             f"no cluster to talk to ({' '.join(str(exc).split())}): set KUBECONFIG or --kubeconfig"
         ) from None
-    return client.ApiClient()
+    return _counted(client.ApiClient())
 
 
 def get_node_partition(api: client.ApiClient, *, name: str) -> dict[str, Any] | None:

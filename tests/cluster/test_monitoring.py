@@ -129,9 +129,23 @@ def test_dashboard_queries_name_metrics_the_live_processes_export(crds) -> None:
         ) as operator:
             operator_text = wait_for(
                 lambda: (
-                    (text := scrape(operator_port)) and "migplan_nodes_cordoned " in text and text
+                    (text := scrape(operator_port))
+                    and 'resource="gpupartitionplans"' in text
+                    and "migplan_nodes_cordoned " in text
+                    and text
                 ),
                 "the operator's /metrics after a ticker round",
+            )
+            # What it asks of the API server, by verb and resource.
+            assert (
+                sample(
+                    operator_text,
+                    "migplan_api_requests_total",
+                    verb="list",
+                    resource="gpupartitionplans",
+                    code="200",
+                )
+                >= 1
             )
             # Liveness includes the ticker's probe: seconds since its last tick.
             health = wait_for(lambda: liveness(health_port), "kopf's liveness endpoint")

@@ -82,3 +82,36 @@ def test_throttling_waits_as_long_as_the_server_asks(monkeypatch) -> None:
     assert kube.retrying(throttled(None))() == "ok"  # no header: a short back-off
     assert len(slept) == 1
     assert 0 < slept[0] < 1
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "described"),
+    [
+        ("GET", "https://k/api/v1/nodes", ("list", "nodes")),
+        ("GET", "https://k/api/v1/nodes/gpu-1", ("get", "nodes")),
+        ("GET", "https://k/api/v1/pods?fieldSelector=spec.nodeName%3Dn", ("list", "pods")),
+        ("GET", "https://k/api/v1/namespaces/ns/pods/p", ("get", "pods")),
+        ("POST", "https://k/api/v1/namespaces/ns/pods/p/eviction", ("create", "pods/eviction")),
+        ("GET", "https://k/api/v1/namespaces", ("list", "namespaces")),
+        ("GET", "https://k/api/v1/namespaces/ns", ("get", "namespaces")),
+        (
+            "GET",
+            "https://k/apis/migplan.io/v1alpha1/nodepartitions?fieldSelector=x&watch=true",
+            ("watch", "nodepartitions"),
+        ),
+        (
+            "PATCH",
+            "https://k/apis/migplan.io/v1alpha1/gpupartitionplans/p/status",
+            ("patch", "gpupartitionplans/status"),
+        ),
+        (
+            "PUT",
+            "https://k/apis/coordination.k8s.io/v1/namespaces/s/leases/l",
+            ("update", "leases"),
+        ),
+    ],
+)
+def test_requests_are_counted_by_verb_and_resource(method, url, described) -> None:
+    from migplan.operator.kube.metrics import describe
+
+    assert describe(method, url) == described
