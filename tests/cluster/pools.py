@@ -159,3 +159,13 @@ def add_pending(cp, pool: str, count: int, profile: str = "3g.40gb") -> list[str
     apply(cp, *(mig_pod(n, profile=profile, namespace=pool, pool=pool) for n in names))
     wait_for(lambda: unschedulable(cp, pool, *names), "the new pods to be unschedulable")
     return names
+
+
+IN_HAND = {"Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning"}
+"""Rollout steps of a node that is started and not finished."""
+
+
+def in_hand(cp, plan: str) -> str | None:
+    """A node of `plan`'s rollout that is in hand now, if any."""
+    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
+    return next((n for n, r in nodes.items() if r and r["step"] in IN_HAND), None)

@@ -16,6 +16,7 @@ from pools import (
     add_pending,
     apply,
     build_pool,
+    in_hand,
     make_plan,
     plan_status,
     running,
@@ -24,7 +25,6 @@ from pools import (
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
-IN_HAND = {"Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning"}
 
 
 def _paused_api(cp) -> None:
@@ -37,11 +37,6 @@ FAULTS: dict[str, Callable] = {
     "etcd-restart": lambda cp: cp.restart("etcd", down_for=2),
     "apiserver-paused": _paused_api,
 }
-
-
-def in_hand(cp, plan: str) -> str | None:
-    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
-    return next((n for n, r in nodes.items() if r and r["step"] in IN_HAND), None)
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))

@@ -15,6 +15,7 @@ from pools import (
     add_pending,
     apply,
     build_pool,
+    in_hand,
     make_plan,
     plan_status,
     running,
@@ -24,7 +25,6 @@ from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 TAKEOVER_BOUND = 15.0
-IN_HAND = {"Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning"}
 
 
 def holder(cp) -> str | None:
@@ -32,11 +32,6 @@ def holder(cp) -> str | None:
         "get", "lease", "-n", "migplan-system", "migplan-operator", "-o", "json", check=False
     )
     return json.loads(found.stdout)["spec"].get("holderIdentity") if found.returncode == 0 else None
-
-
-def in_hand(cp, plan: str) -> str | None:
-    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
-    return next((n for n, r in nodes.items() if r and r["step"] in IN_HAND), None)
 
 
 def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_kubeconfig) -> None:
