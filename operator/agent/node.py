@@ -132,19 +132,14 @@ class NodeAgent:
             gpus=tuple(observed),
             conditions=tuple(conditions),
         )
-        document = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        document["conditions"] = keep_transition_times(
-            document["conditions"], previous.get("conditions") or []
-        )
-        if document != previous:
-            kube.patch_node_partition_status(self.api, name=self.node, status=document)
+        written = self._write_status(status, previous)
         record_pass(
             phase=phase,
             observed=observed,
             newly_applied=applied != previous.get("appliedGeneration"),
         )
         steps = [s for o in outcomes for s in o.steps]
-        (log.info if steps or document != previous else log.debug)(
+        (log.info if steps or written else log.debug)(
             "reconciled",
             node=self.node,
             phase=phase,
@@ -180,14 +175,21 @@ class NodeAgent:
             gpus=(),
             conditions=(_condition("NvmlReady", False, _camel(name), message, generation),),
         )
+        if self._write_status(status, previous):
+            log.error("NVML unavailable", node=self.node, error=str(exc))
+        return status
+
+    def _write_status(self, status: NodePartitionStatus, previous: dict[str, Any]) -> bool:
+        """Write `status` (conditions keeping their transition times) if it differs from
+        `previous`; whether it did."""
         document = status.model_dump(mode="json", by_alias=True, exclude_none=True)
         document["conditions"] = keep_transition_times(
             document["conditions"], previous.get("conditions") or []
         )
-        if document != previous:
-            kube.patch_node_partition_status(self.api, name=self.node, status=document)
-            log.error("NVML unavailable", node=self.node, error=str(exc))
-        return status
+        if document == previous:
+            return False
+        kube.patch_node_partition_status(self.api, name=self.node, status=document)
+        return True
 
     def _check_profiles(self, nvml: NvmlAdapter) -> None:
         """Compare NVML's profiles and placements with profiles/ once; warn on a mismatch."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
@@ -88,10 +89,8 @@ def doctor(
         facts = live_facts(kube.connect(kubeconfig=kubeconfig), settings=settings)
     if manifest is not None:
         selector = manifest.spec.node_selector
-        facts = type(facts)(
-            nodes=tuple(n for n in facts.nodes if selector.matches(dict(n.labels))),
-            live=facts.live,
-            cluster_policy=facts.cluster_policy,
+        facts = dataclasses.replace(
+            facts, nodes=tuple(n for n in facts.nodes if selector.matches(dict(n.labels)))
         )
     findings = preflight(facts, actuator=chosen, settings=settings)
     blocked = any(f.severity is Severity.BLOCKING for f in findings)

@@ -55,12 +55,11 @@ def plan_status(
     selector = manifest.spec.node_selector
     left_out = snapshot.left_out_of(selector)
     covered = [n.name for n in snapshot.inventory.nodes if selector.matches(n.labels)]
+    settings = gpu_operator or GpuOperatorSettings()
     findings = preflight(
-        live_facts(
-            api, settings=gpu_operator or GpuOperatorSettings(), nodes=[*covered, *left_out]
-        ),
+        live_facts(api, settings=settings, nodes=[*covered, *left_out]),
         actuator=manifest.spec.actuator or Actuator.AGENT,
-        settings=gpu_operator or GpuOperatorSettings(),
+        settings=settings,
     )
     refused = blocked_nodes(findings)
     inventory = snapshot.inventory

@@ -132,6 +132,11 @@ class NodeStepper:
             _crash_point("after", step)
         return following
 
+    def _in_step(self, record: NodeRollout) -> float:
+        """Seconds the node has been in its current step."""
+        since = parse_timestamp(record.since) if record.since else self.clock()
+        return (self.clock() - since).total_seconds()
+
     def _next(self, record: NodeRollout, step: NodeStep, message: str | None) -> NodeRollout:
         return record.model_copy(update={"step": step, "message": message})
 
@@ -242,8 +247,7 @@ class NodeStepper:
                 refused.append(f"{pod}: {refusal}")
         if not refused and not terminating:
             return self._next(record, NodeStep.PARTITIONING, "drained")
-        since = parse_timestamp(record.since) if record.since else self.clock()
-        if (self.clock() - since).total_seconds() > self.drain_timeout:
+        if self._in_step(record) > self.drain_timeout:
             evicted = sorted(set(record.evict) - {r.split(":")[0] for r in refused})
             stuck = refused + [f"{p}: still terminating" for p in terminating]
             return self._next(
@@ -273,8 +277,7 @@ class NodeStepper:
             return self._hand_to_mig_manager(record)
         staying = mig_manager.pods_on(self.api, node=record.node, settings=self.gpu_operator)
         if staying:
-            since = parse_timestamp(record.since) if record.since else self.clock()
-            if (self.clock() - since).total_seconds() > self.agent_timeout:
+            if self._in_step(record) > self.agent_timeout:
                 return self._next(
                     record,
                     NodeStep.ROLLING_BACK,
@@ -359,7 +362,7 @@ class NodeStepper:
                 record.model_copy(update={"mig_config_failed": timestamp(self.clock())}),
                 NodeStep.VERIFYING,
                 f"mig-manager reports failed for {record.mig_config}; retrying once with "
-                f"{record.mig_config_retry} in {self.mig_config_propagation:.0f} s",
+                f"{record.mig_config_retry} after {self.mig_config_propagation:.0f} s more",
             )
         if self._propagated(record.mig_config_failed) is not None:
             return None
@@ -381,8 +384,7 @@ class NodeStepper:
         resources must show the target's instance counts (mig-manager places them itself)."""
         config, state = mig_manager.state_of(self.api, node=record.node)
         layouts, _, _ = self._observed(record.node)
-        since = parse_timestamp(record.since) if record.since else self.clock()
-        late = (self.clock() - since).total_seconds() > self.agent_timeout
+        late = self._in_step(record) > self.agent_timeout
         why = None
         if config != record.mig_config:
             why = f"the node's {mig_manager.CONFIG_LABEL} is {config!r}, not {record.mig_config!r}"
@@ -439,8 +441,7 @@ class NodeStepper:
             status.get("phase") in AGENT_FAILURES
             and int(ready.get("observedGeneration") or 0) >= generation
         )
-        since = parse_timestamp(record.since) if record.since else self.clock()
-        late = (self.clock() - since).total_seconds() > self.agent_timeout
+        late = self._in_step(record) > self.agent_timeout
         if not failed and not late:
             return self._waiting(record, f"waiting for the agent to apply generation {generation}")
         why = (
