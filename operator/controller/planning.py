@@ -50,7 +50,6 @@ def plan_status(
     """Plan `manifest` (parsed from `body`, the GPUPartitionPlan object) on the cluster
     behind `api`, leaving out the nodes preflight refuses."""
     generation = int(body["metadata"].get("generation", 0))
-    started = time.monotonic()
     snapshot = read_inventory(api)
     selector = manifest.spec.node_selector
     left_out = snapshot.left_out_of(selector)
@@ -68,7 +67,9 @@ def plan_status(
             update={"nodes": tuple(n for n in inventory.nodes if n.name not in refused)}
         )
         left_out = {**left_out, **{n: f"preflight: {why}" for n, why in refused.items()}}
-    outcome = plan_fleet(manifest, inventory, catalog, started=started)
+    # The time limit counts from here, not from the reads above: a throttled or slow API
+    # server must not eat the solver's time and so cost the plan's quality.
+    outcome = plan_fleet(manifest, inventory, catalog, started=time.monotonic())
     plan = outcome.plan
     s = plan.summary
     unmet = [r for r in plan.demand if r.met < r.requested]

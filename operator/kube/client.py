@@ -20,10 +20,13 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
+    retry_if_result,
     stop_after_attempt,
     wait_exponential_jitter,
 )
+from tenacity.retry import retry_base
 from tenacity.wait import wait_base
+from urllib3.exceptions import HTTPError as TransportError
 
 from migplan.operator.kube import metrics as api_metrics
 from migplan.planner.errors import MigplanInputError
@@ -42,32 +45,64 @@ R = TypeVar("R")
 
 
 def _retriable(exc: BaseException) -> bool:
-    """A 409 AlreadyExists is an answer, not a conflict: passed on at once."""
+    """A 409 AlreadyExists is an answer, not a conflict: passed on at once. A connection
+    lost on the way (reset, closed without an answer) is tried again too: every write
+    retried this way is idempotent (a merge patch, or a create that takes AlreadyExists as
+    done)."""
+    if isinstance(exc, TransportError):
+        return True
     return (
         isinstance(exc, ApiException) and exc.status in RETRIED and _reason(exc) != "AlreadyExists"
     )
 
 
+READ_RETRIED = RETRIED - {409}
+
+
+def _read_retriable(exc: BaseException) -> bool:
+    """A read is safe to send again on anything but an answer about the request itself."""
+    return isinstance(exc, TransportError) or (
+        isinstance(exc, ApiException) and exc.status in READ_RETRIED
+    )
+
+
+def _unanswered(response: Any) -> bool:
+    """A read's raw answer that says "not now" (throttled, a transient server error); its
+    body is read so the connection goes back to the pool."""
+    if getattr(response, "status", 200) not in READ_RETRIED:
+        return False
+    response.read()
+    return True
+
+
 def retry_after(exc: BaseException | None) -> float | None:
     """The seconds a throttled or unavailable API server asked to wait (its Retry-After
     header), at most RETRY_AFTER_CAP; None when it did not say."""
-    headers = getattr(exc, "headers", None) or {}
+    return _seconds((getattr(exc, "headers", None) or {}).get("Retry-After"))
+
+
+def _seconds(value: object) -> float | None:
     try:
-        value = float(headers.get("Retry-After", ""))
+        return min(max(float(str(value)), 0.0), RETRY_AFTER_CAP)
     except (TypeError, ValueError):
         return None
-    return min(max(value, 0.0), RETRY_AFTER_CAP)
 
 
 class _ServerPaced(wait_base):
-    """Wait as long as the server asked (Retry-After), else back off exponentially."""
+    """Wait as long as the server asked (Retry-After, on an error or on a retried
+    answer), else back off exponentially."""
 
     def __init__(self) -> None:
         self._backoff = wait_exponential_jitter(multiplier=0.2, max=5.0, jitter=0.1)
 
     def __call__(self, retry_state: RetryCallState) -> float:
         outcome = retry_state.outcome
-        asked = retry_after(outcome.exception() if outcome is not None else None)
+        if outcome is None:
+            asked = None
+        elif outcome.failed:
+            asked = retry_after(outcome.exception())
+        else:
+            asked = _seconds(getattr(outcome.result(), "headers", {}).get("Retry-After"))
         return asked if asked is not None else self._backoff(retry_state)
 
 
@@ -75,24 +110,44 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def retrying(call: Callable[P, R]) -> Callable[P, R]:
-    """Retry `call` on a write conflict, throttling or a transient server error (TRIES tries,
-    waiting as long as the server's Retry-After says, else backing off with jitter)."""
+def _last_answer(retry_state: RetryCallState) -> Any:
+    """After the last try, the answer as it came (the caller raises on it as usual)."""
+    assert retry_state.outcome is not None
+    return retry_state.outcome.result()
+
+
+def _retried(
+    call: Callable[P, R],
+    when: Callable[[BaseException], bool],
+    *,
+    unanswered: Callable[[Any], bool] | None = None,
+) -> Callable[P, R]:
+    """`call` tried up to TRIES times while it raises what `when` accepts (or returns what
+    `unanswered` accepts), paced by the server."""
+    retry: retry_base = retry_if_exception(when)
+    if unanswered is not None:
+        retry = retry | retry_if_result(unanswered)
 
     @functools.wraps(call)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        for attempt in Retrying(
-            retry=retry_if_exception(_retriable),
+        retrying_ = Retrying(
+            retry=retry,
             stop=stop_after_attempt(TRIES),
             wait=_ServerPaced(),
             sleep=_sleep,
             reraise=True,
-        ):
-            with attempt:
-                return call(*args, **kwargs)
-        raise AssertionError("unreachable")
+            retry_error_callback=_last_answer if unanswered is not None else None,
+        )
+        return retrying_(call, *args, **kwargs)
 
     return wrapper
+
+
+def retrying(call: Callable[P, R]) -> Callable[P, R]:
+    """Retry `call` on a write conflict, throttling, a transient server error or a lost
+    connection (TRIES tries, waiting as long as the server's Retry-After says, else backing
+    off with jitter)."""
+    return _retried(call, _retriable)
 
 
 def _reason(exc: ApiException) -> str:
@@ -104,10 +159,18 @@ def _reason(exc: ApiException) -> str:
 
 
 def _counted(api: client.ApiClient) -> client.ApiClient:
-    """`api` with every request counted in migplan_api_requests_total."""
+    """`api` with every request counted in migplan_api_requests_total, and every read (GET,
+    watches included) retried on throttling, a transient server error or a lost connection:
+    reads are most of the operator's calls and each is safe to repeat, so one bad answer
+    does not fail a whole tick."""
     request = api.rest_client.request
 
     def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "GET":
+            return read(method, url, *args, **kwargs)
+        return count(method, url, *args, **kwargs)
+
+    def count(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         verb, resource = api_metrics.describe(method, url)
         code = "error"
         try:
@@ -120,6 +183,7 @@ def _counted(api: client.ApiClient) -> client.ApiClient:
         finally:
             api_metrics.API_REQUESTS.labels(verb=verb, resource=resource, code=code).inc()
 
+    read = _retried(count, _read_retriable, unanswered=_unanswered)
     api.rest_client.request = counted  # type: ignore[method-assign]
     return api
 

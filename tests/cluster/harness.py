@@ -281,6 +281,7 @@ class ControlPlane:
     api_port: int = 0
     kubeconfig: Path = field(init=False)
     pki_dir: Path = field(init=False)
+    _pki: _Pki | None = field(default=None, init=False, repr=False)
 
     @classmethod
     @contextlib.contextmanager
@@ -304,7 +305,7 @@ class ControlPlane:
         started = time.monotonic()
         self.pki_dir = self.run_dir / "pki"
         self.pki_dir.mkdir(parents=True)
-        pki = _Pki(self.pki_dir)
+        pki = self._pki = _Pki(self.pki_dir)
         ca = self.pki_dir / "ca.crt"
         serving = pki.issue("apiserver", common_name="kube-apiserver", server=True)
         admin = pki.issue("admin", common_name="migplan-admin", organization="system:masters")
@@ -464,6 +465,13 @@ class ControlPlane:
         REGISTRY.mkdir(parents=True, exist_ok=True)
         (REGISTRY / f"{popen.pid}.pgid").write_text(f"{popen.pid} {os.getpid()}")
         self.processes.append(_Process(name, popen, log, list(argv), env))
+
+    def serving_certificate(self, name: str) -> tuple[Path, Path]:
+        """A (certificate, key) for a loopback server, signed by this cluster's CA (so every
+        kubeconfig of this cluster trusts it): for test servers in front of the API."""
+        if self._pki is None:
+            raise ControlPlaneError("the control plane is not started")
+        return self._pki.issue(name, common_name=name, server=True)
 
     def _process(self, name: str) -> _Process:
         found = [p for p in self.processes if p.name == name]

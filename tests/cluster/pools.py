@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from nodes import gpu_node, mig_deployment, mig_pod, reported
 from waiting import wait_for
@@ -54,10 +55,16 @@ def apply(cp, *objects: dict) -> None:
 
 
 def build_pool(
-    cp, pool: str, layouts: dict[str, str], *, labels: dict[str, str] | None = None
+    cp,
+    pool: str,
+    layouts: dict[str, str],
+    *,
+    labels: dict[str, str] | None = None,
+    kubeconfig: Path | None = None,
 ) -> SimulatedFleet:
     """One-GPU H100 nodes labelled for `pool` (and `labels`), with the given layouts, their
-    fleet running."""
+    fleet running (its agents and device plugin talking to the API as `kubeconfig` says, the
+    admin by default)."""
     catalog = default_catalog()
     apply(
         cp,
@@ -73,7 +80,8 @@ def build_pool(
     bootstrap = PartitionBootstrap(api)
     for name in layouts:
         bootstrap.ensure(node=name, uid=kube.get_node(api, name=name).metadata.uid)
-    fleet = SimulatedFleet(api=api, nodes=nodes, catalog=catalog, interval=0.3).start()
+    fleet_api = kube.connect(kubeconfig=str(kubeconfig)) if kubeconfig else api
+    fleet = SimulatedFleet(api=fleet_api, nodes=nodes, catalog=catalog, interval=0.3).start()
     wait_for(lambda: reported(cp) >= set(layouts), "the agents' first report")
     wait_for(lambda: ready(cp, *layouts), "the nodes to be Ready")
     return fleet

@@ -1,6 +1,8 @@
 """The control plane has a bad day mid-rollout: the API server restarts, etcd restarts, the
-API server stops answering for a while. Each rollout must still finish by its rules, with
-no pod evicted twice, no held instance destroyed and no node left cordoned."""
+API server stops answering for a while, or answers badly (throttling, errors, resets, slow
+answers, watches cut short: tests/cluster/fault_proxy.py). Each rollout must still finish by
+its rules, with no pod evicted twice, no held instance destroyed and no node left
+cordoned."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from fault_proxy import CALM, FaultProxy, Faults
 from invariants import assert_converged
 from operator_proc import running_operator
 from pools import (
@@ -70,3 +73,95 @@ def test_a_rollout_survives_the_control_plane_failing_mid_way(
         print(f"{fault}: control plane away {outage:.1f} s; rollout converged")
     finally:
         fleet.stop()
+
+
+BAD_ANSWERS: dict[str, Faults] = {
+    # A flaky API: a third of all requests meet some fault, every watch lasts 5 s at most.
+    "flaky": Faults(
+        throttle=0.08,
+        server_error=0.08,
+        reset=0.08,
+        latency=0.1,
+        delay=0.4,
+        watch_drop_after=5,
+    ),
+    # API Priority and Fairness under load: 40 % of requests are turned away for a second.
+    "throttled": Faults(throttle=0.4, retry_after=1),
+}
+
+
+def _fleet_kubeconfig(cp):
+    """A token kubeconfig for the simulated fleet (agents and device plugin), so it can talk
+    through the proxy (which cannot pass on the admin's client certificate)."""
+    cp.kubectl("create", "serviceaccount", "sim-fleet", "-n", "default", check=False)
+    cp.kubectl(
+        "create",
+        "clusterrolebinding",
+        "sim-fleet",
+        "--clusterrole=cluster-admin",
+        "--serviceaccount=default:sim-fleet",
+        check=False,
+    )
+    return cp.service_account_kubeconfig(namespace="default", name="sim-fleet")
+
+
+@pytest.mark.parametrize("mix", list(BAD_ANSWERS))
+def test_a_rollout_survives_an_api_that_answers_badly(crds, operator_kubeconfig, mix: str) -> None:
+    """Operator, agents and device plugin all talk through the fault proxy for the whole
+    rollout; it must converge while the faults go on."""
+    cp = crds
+    pool = f"fp-{mix[:5]}"
+    with FaultProxy(cp, CALM, seed=11) as proxy:
+        fleet = build_pool(
+            cp,
+            pool,
+            {f"{pool}-a": "1g.10gb@0", f"{pool}-b": "1g.10gb@6"},
+            kubeconfig=proxy.kubeconfig(_fleet_kubeconfig(cp)),
+        )
+        try:
+            start_running(cp, pool, "frag", "small")
+            wanted = add_pending(cp, pool, 3)
+            with running_operator(cp, kubeconfig=proxy.kubeconfig(operator_kubeconfig)):
+                proxy.faults = BAD_ANSWERS[mix]
+                started = time.monotonic()
+                apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
+                try:
+                    wait_for(
+                        lambda: plan_status(cp, pool).get("phase") in ("Ready", "Degraded"),
+                        "the rollout to finish through the faults",
+                        timeout=240,
+                    )
+                except AssertionError:
+                    print(json.dumps(plan_status(cp, pool), indent=1)[-6000:], proxy.counts)
+                    raise
+                took = time.monotonic() - started
+                status = assert_converged(cp, pool, fleet)
+                try:
+                    wait_for(
+                        lambda: running(cp, pool, *wanted), "the pending pods to run", timeout=90
+                    )
+                except AssertionError:
+                    print(cp.kubectl("get", "pods", "-n", pool, "-o", "wide").stdout)
+                    print(cp.kubectl("describe", "nodes", *fleet.nodes).stdout[-5000:])
+                    print(fleet.errors[-10:], proxy.counts)
+                    print(json.dumps(plan_status(cp, pool), indent=1)[-8000:])
+                    raise
+                proxy.faults = CALM  # the plan's deletion (kopf's finalizer) may go in peace
+            assert status["phase"] == "Ready", status["rollout"]
+            met = {kind for kind, n in proxy.counts.items() if n}
+            expected = (
+                {"throttled"}
+                if mix == "throttled"
+                else {
+                    "throttled",
+                    "server_error",
+                    "reset_before",
+                    "reset_after",
+                    "delayed",
+                    "watch_dropped",
+                }
+            )
+            assert expected <= met, proxy.counts
+            print(f"{mix}: rollout converged in {took:.1f} s through {dict(proxy.counts)}")
+        finally:
+            fleet.stop()

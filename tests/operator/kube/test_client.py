@@ -1,4 +1,5 @@
-"""The client layer's retry of conflicting and transient writes (no cluster needed)."""
+"""The client layer's retries (conflicting and transient writes, failed reads) and its
+request counting (no cluster needed)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,81 @@ def test_requests_are_counted_by_verb_and_resource(method, url, described) -> No
     from migplan.operator.kube.metrics import describe
 
     assert describe(method, url) == described
+
+
+def answering(*answers):
+    """An API client whose transport gives `answers` in turn: (status, headers) pairs or
+    exceptions to raise; the last is repeated. It records the methods it was asked."""
+    import urllib3
+    from kubernetes import client
+    from kubernetes.client.rest import RESTResponse
+
+    asked: list[str] = []
+    api = client.ApiClient()
+
+    def request(method, url, *args, **kwargs):
+        asked.append(method)
+        answer = answers[min(len(asked), len(answers)) - 1]
+        if isinstance(answer, BaseException):
+            raise answer
+        status, headers = answer
+        body = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "gpu-1"}}
+        return RESTResponse(
+            urllib3.HTTPResponse(
+                body=json.dumps(body if status == 200 else {"code": status}).encode(),
+                status=status,
+                headers={"Content-Type": "application/json", **headers},
+                preload_content=True,
+            )
+        )
+
+    api.rest_client.request = request
+    return kube._counted(api), asked
+
+
+def test_reads_are_retried_on_throttling_server_errors_and_lost_connections(monkeypatch) -> None:
+    from kubernetes import client
+    from urllib3.exceptions import ProtocolError
+
+    slept: list[float] = []
+    monkeypatch.setattr(kube.time, "sleep", slept.append)
+    api, asked = answering(
+        (503, {}), (429, {"Retry-After": "2"}), ProtocolError("reset"), (200, {})
+    )
+    assert client.CoreV1Api(api).read_node("gpu-1").metadata.name == "gpu-1"
+    assert asked == ["GET"] * 4
+    assert slept[1] == 2.0
+
+
+def test_a_read_that_keeps_failing_fails_with_the_servers_answer() -> None:
+    from kubernetes import client
+
+    api, asked = answering((503, {}))
+    with pytest.raises(ApiException) as failed:
+        client.CoreV1Api(api).read_node("gpu-1")
+    assert failed.value.status == 503
+    assert len(asked) == kube.TRIES
+
+
+def test_writes_are_not_retried_by_the_transport() -> None:
+    from kubernetes import client
+
+    api, asked = answering((503, {}))
+    with pytest.raises(ApiException):
+        client.CoreV1Api(api).patch_node("gpu-1", {"metadata": {"labels": {"a": "b"}}})
+    assert asked == ["PATCH"]
+
+
+def test_a_write_whose_connection_was_lost_is_tried_again() -> None:
+    from urllib3.exceptions import ProtocolError
+
+    calls = []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ProtocolError("Connection aborted.", ConnectionResetError())
+        return "ok"
+
+    assert kube.retrying(call)() == "ok"
+    assert len(calls) == 2
