@@ -13,8 +13,10 @@ from typing import Any
 import kopf
 import structlog
 
+from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
+from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
@@ -62,7 +64,8 @@ def configure(
         mig_config_propagation=mig_config_propagation,
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
-    _state["ticker"] = PlanTicker(_state["controller"], interval=tick)
+    _state["cordons"] = CordonIndex()
+    _state["ticker"] = PlanTicker(_state["controller"], interval=tick, cordons=_state["cordons"])
 
 
 def elect_leader(*, namespace: str, name: str = "migplan-operator") -> None:
@@ -155,9 +158,12 @@ def on_delete(name: str, **_: Any) -> None:
 
 
 @kopf.on.event("", "v1", "nodes", labels={"nvidia.com/mig.capable": "true"})
-def on_gpu_node(name: str, uid: str, type: str | None, **_: Any) -> None:
-    """A MIG-capable node: make sure it has a NodePartition for its agent."""
+def on_gpu_node(name: str, uid: str, type: str | None, annotations: Any = None, **_: Any) -> None:
+    """A MIG-capable node: make sure it has a NodePartition for its agent, and note whether
+    a plan holds it cordoned (the ticker reads that instead of listing nodes)."""
     if type == "DELETED":
+        _state["cordons"].forget(name)
         _state["partitions"].forget(name)
     else:
+        _state["cordons"].saw(name=name, annotations=annotations, owner_key=CORDONED_BY)
         _state["partitions"].ensure(node=name, uid=uid)

@@ -18,6 +18,7 @@ import structlog
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.controller import metrics
+from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.kube import client as kube
@@ -41,8 +42,12 @@ class PlanTicker:
         *,
         interval: float,
         clock: Callable[[], float] = time.monotonic,
+        cordons: CordonIndex | None = None,
     ) -> None:
         self.controller = controller
+        self.cordons = cordons
+        """Nodes held cordoned, from the node watch; without it (or before its first
+        event) every round lists the nodes."""
         self.interval = interval
         self._clock = clock
         self.last_tick = clock()
@@ -80,23 +85,32 @@ class PlanTicker:
             except Exception as exc:  # one plan's trouble must not stop the others
                 log.error("tick failed", plan=name, error=f"{type(exc).__name__}: {exc}"[:1000])
             self.beat()
-        nodes = kube.list_nodes(api, label_selector=MIG_CAPABLE)
-        for node in nodes:
-            owner = (node.metadata.annotations or {}).get(CORDONED_BY)
-            if owner and owner not in names:
-                released = release_nodes(api, plan=owner)
-                log.info("plan gone: its nodes uncordoned", plan=owner, nodes=released)
+        cordoned = self._cordoned()
+        for owner in sorted(set(cordoned.values()) - names):
+            released = release_nodes(api, plan=owner)
+            log.info("plan gone: its nodes uncordoned", plan=owner, nodes=released)
+            if self.cordons is not None:
+                for node in (n for n, o in cordoned.items() if o == owner):
+                    self.cordons.forget(node)  # released, or already gone
         metrics.set_invariants(
             rollout_invariants(
                 plans=plans,  # as the round began: no second list per round
-                cordoned=[
-                    str(n.metadata.name)
-                    for n in nodes
-                    if (n.metadata.annotations or {}).get(CORDONED_BY)
-                ],
+                cordoned=sorted(cordoned),
                 now=self.controller.clock(),
             )
         )
+
+    def _cordoned(self) -> dict[str, str]:
+        """Node -> the plan holding it cordoned: from the watch's index when it has heard
+        from the nodes, else from a list."""
+        if self.cordons is not None and self.cordons.seen:
+            return self.cordons.cordoned()
+        found = {}
+        for node in kube.list_nodes(self.controller.api, label_selector=MIG_CAPABLE):
+            owner = (node.metadata.annotations or {}).get(CORDONED_BY)
+            if owner:
+                found[str(node.metadata.name)] = owner
+        return found
 
     def _loop(self) -> None:
         while not self._stop.is_set():
