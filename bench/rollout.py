@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
 from fleet_scenario import run_fleet  # noqa: E402
 from harness import ControlPlane  # noqa: E402
-from operator_proc import operator_service_account  # noqa: E402
+from operator_proc import install_crds, operator_service_account  # noqa: E402
 
 LABELS = {
     "pending_to_running_s": "pending pods -> all Running (plan, rollout, scheduling)",
@@ -43,14 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     with ControlPlane.up() as cp:
-        cp.kubectl("apply", "-k", str(ROOT / "crds"))
-        cp.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/gpupartitionplans.migplan.io",
-            "crd/nodepartitions.migplan.io",
-        )
+        install_crds(cp)
         run = run_fleet(cp, nodes=args.nodes, kubeconfig=operator_service_account(cp))
     checks = {
         "all pending pods ran": run.first.get("demandMet") == "90/90",

@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
 from harness import ControlPlane  # noqa: E402
-from operator_proc import operator_service_account  # noqa: E402
+from operator_proc import install_crds, operator_service_account  # noqa: E402
 from soak_scenario import by_verb, percentile, run_soak  # noqa: E402
+
+from migplan.operator.logs import configure_logging  # noqa: E402
 
 RSS_LIMIT = 0.10
 
@@ -34,16 +36,10 @@ def main() -> None:
     parser.add_argument("--tick", type=float, default=2.0)
     parser.add_argument("--json", type=Path, default=Path("bench/results/soak.json"))
     args = parser.parse_args()
+    configure_logging(level="warning")  # the simulated fleet's agents: a line per node per pass
     started = time.monotonic()
     with ControlPlane.up() as cp:
-        cp.kubectl("apply", "-k", str(ROOT / "crds"))
-        cp.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/gpupartitionplans.migplan.io",
-            "crd/nodepartitions.migplan.io",
-        )
+        install_crds(cp)
         run = run_soak(
             cp,
             nodes=args.nodes,

@@ -12,15 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def crds(control_plane):
     """The control plane with migplan's CRDs installed and established."""
-    control_plane.kubectl("apply", "-k", str(ROOT / "crds"))
-    control_plane.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/gpupartitionplans.migplan.io",
-        "crd/nodepartitions.migplan.io",
-    )
-    return control_plane
+    from operator_proc import install_crds
+
+    return install_crds(control_plane)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,19 @@ MIGPLAN = str(Path(sys.executable).parent / "migplan")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def install_crds(cp):
+    """Install migplan's CRDs on `cp` and wait until they are established; returns `cp`."""
+    cp.kubectl("apply", "-k", str(ROOT / "crds"))
+    cp.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/gpupartitionplans.migplan.io",
+        "crd/nodepartitions.migplan.io",
+    )
+    return cp
+
+
 def operator_service_account(cp) -> Path:
     """Apply the RBAC deploy/ ships for the operator (with the mig-manager component, and
     kopf's peering CRD); a kubeconfig that acts as the operator's ServiceAccount."""
