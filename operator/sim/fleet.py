@@ -11,6 +11,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -48,9 +49,18 @@ class SimulatedFleet:
     """Agents and a device plugin for `nodes` (node name -> its emulated GPUs)."""
 
     def __init__(
-        self, *, api: Any, nodes: dict[str, FakeNvml], catalog: Catalog, interval: float = 0.5
+        self,
+        *,
+        api: Any,
+        nodes: dict[str, FakeNvml],
+        catalog: Catalog,
+        interval: float = 0.5,
+        workers: int = 1,
     ) -> None:
         self.nodes = nodes
+        self.workers = workers
+        """Nodes swept at once: each node's agent waits on the API in turn, so a fleet of
+        a thousand takes minutes per sweep with one."""
         self.plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
         self.agents = {
             name: NodeAgent(
@@ -73,15 +83,22 @@ class SimulatedFleet:
 
     def sweep(self) -> None:
         """One pass over every node: bind scheduled pods, then run its agent once."""
-        for name, agent in self.agents.items():
-            try:
-                self.plugin.sync(name)
-                for hook in self.hooks:
-                    hook(name)
-                agent.run_once()
-            except Exception as exc:  # a sweep must go on to the other nodes
-                self.errors.append(f"{name}: {exc!r}")
-                log.warning("sweep failed", node=name, error=repr(exc))
+        if self.workers == 1:
+            for name in self.agents:
+                self._visit(name)
+            return
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="simulated-node") as pool:
+            list(pool.map(self._visit, self.agents))
+
+    def _visit(self, name: str) -> None:
+        try:
+            self.plugin.sync(name)
+            for hook in self.hooks:
+                hook(name)
+            self.agents[name].run_once()
+        except Exception as exc:  # a sweep must go on to the other nodes
+            self.errors.append(f"{name}: {exc!r}")
+            log.warning("sweep failed", node=name, error=repr(exc))
 
     def start(self) -> SimulatedFleet:
         """Publish every node's resources and sweep in the background until `stop`."""

@@ -307,6 +307,7 @@ def _start_fleet(cp, layouts: dict[str, str]) -> SimulatedFleet:
         },
         catalog=catalog,
         interval=1.0,
+        workers=8,
     ).start()
 
 
