@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,8 +69,8 @@ def start_operator(
     extra_args: tuple[str, ...] = (),
 ):
     """Start the operator (standalone, fast ticks) as `kubeconfig` says (the admin by
-    default); its output goes to a pipe."""
-    return subprocess.Popen(
+    default); its output is collected as it comes (`communicate()` returns it)."""
+    return OperatorProcess(
         [
             MIGPLAN,
             "operator",
@@ -88,6 +90,28 @@ def start_operator(
         text=True,
         env={**os.environ, "MIGPLAN_LOG_LEVEL": "info", **(env or {})},
     )
+
+
+class OperatorProcess(subprocess.Popen):
+    """The operator's process, its output drained by a thread as it comes: left in a pipe
+    nobody reads, a chatty operator (a thousand nodes) fills it and blocks on its next log
+    line. `communicate()` waits for the exit and returns the output."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._lines: collections.deque[str] = collections.deque(maxlen=200_000)
+        self._drain = threading.Thread(target=self._read, daemon=True)
+        self._drain.start()
+
+    def _read(self) -> None:
+        assert self.stdout is not None
+        for line in self.stdout:
+            self._lines.append(line)
+
+    def communicate(self, input=None, timeout=None):
+        self.wait(timeout=timeout)
+        self._drain.join(timeout=10)
+        return "".join(self._lines), None
 
 
 def stop_operator(proc) -> str:
