@@ -207,7 +207,7 @@ def _seconds(stamp: str) -> float:
 
 
 class _Watcher:
-    """Pods of the soak namespace seen Running, with their pending -> Running time (from the
+    """Pods of the soak namespace seen running, with their pending -> Running time (from the
     pod's own timestamps, second resolution)."""
 
     def __init__(self, api) -> None:
@@ -224,7 +224,9 @@ class _Watcher:
             if pod.metadata.name in self.waits:
                 continue
             for c in pod.status.conditions or []:
-                if c.type == "Ready" and c.status == "True" and c.last_transition_time:
+                # ContainersReady, not Ready: kwok sets it once, and a pod whose node was slow
+                # to send its first heartbeat keeps Ready=False from the node controller.
+                if c.type == "ContainersReady" and c.status == "True" and c.last_transition_time:
                     created = pod.metadata.creation_timestamp.timestamp()
                     self.waits[pod.metadata.name] = c.last_transition_time.timestamp() - created
         return names
