@@ -8,8 +8,9 @@ single-GPU pod of the Alibaba openb trace in arrival order (its profile as bench
 maps it, its lifetime divided by LIFETIME_COMPRESSION and held within [MIN_LIFETIME,
 MAX_LIFETIME] seconds); a pod still pending when its lifetime ends is withdrawn (it gave up).
 The trace's own arrival times are not replayed: its first pods come in bursts (compressed to
-30 minutes, 1,177 of the first 1,200 would arrive in the last two). Without the trace (a clone without ../shared), a seeded
-synthetic stream with the trace's profile mix stands in, and the run says so.
+30 minutes, 1,177 of the first 1,200 would arrive in the last two). Without the trace (a
+clone without ../shared), a seeded synthetic stream with the trace's profile mix stands in,
+and the run says so.
 
 What is measured: the operator's resident memory over time, its API requests per minute by
 verb and resource (every call through the client layer, from its
