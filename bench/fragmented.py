@@ -38,12 +38,11 @@ import scenarios
 
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
 from migplan.planner.catalog import default_catalog
-from migplan.planner.demand import build_demand
+from migplan.planner.demand import build_demand, demand_weight
 from migplan.planner.inventory import Inventory, resolve_inventory
 from migplan.planner.layout import Layout
 from migplan.planner.pipeline import covered
 from migplan.planner.plan import Plan
-from migplan.planner.solver.model import demand_weight
 from migplan.planner.solver.objective import score
 from migplan.planner.spec import GPUPartitionPlan
 from migplan.planner.validate import validate

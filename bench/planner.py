@@ -31,12 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scenarios
 
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
-from migplan.planner.demand import DemandItem
+from migplan.planner.demand import DemandItem, demand_weight
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.plan import Plan
 from migplan.planner.solver import plan as cp_sat_plan
-from migplan.planner.solver.model import demand_weight
 from migplan.planner.spec import PolicySpec
 from migplan.planner.validate import validate
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from migplan.planner.allocation import Available, allocate
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
@@ -47,6 +48,14 @@ class Supply:
         free = self.total[profile] - self.kept_in_use[profile] - self.evicted[profile]
         return max(free, 0)
 
+    def available(self) -> Available:
+        """What each kind of demand may take: explicit totals all of it, pending pods the
+        free instances."""
+        return {
+            DemandKind.TOTAL: self.total,
+            DemandKind.FREE: {p: self.free_for_pending(p) for p in self.total},
+        }
+
 
 def supply_of(
     gpus: Sequence[GpuState], targets: Mapping[GpuKey, Layout], *, rebuild: bool = False
@@ -62,20 +71,6 @@ def supply_of(
         for instance in gpu.pins:
             (evicted if instance in removed else kept)[instance.profile] += 1
     return Supply(total, kept, evicted)
-
-
-def allocate(demand: Sequence[DemandItem], supply: Supply) -> list[int]:
-    """Met count per demand item: supply goes to higher priority first, then in given order."""
-    left_total = Counter(supply.total)
-    left_free = Counter({p: supply.free_for_pending(p) for p in supply.total})
-    met = [0] * len(demand)
-    order = sorted(range(len(demand)), key=lambda n: -demand[n].priority)
-    for n in order:
-        item = demand[n]
-        pool = left_total if item.kind is DemandKind.TOTAL else left_free
-        met[n] = min(item.count, max(pool[item.profile], 0))
-        pool[item.profile] -= met[n]
-    return met
 
 
 def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
@@ -129,19 +124,21 @@ def assemble_plan(
                 evict=tuple(evict),
             )
         )
-    met = allocate(demand, supply_of(gpus, targets, rebuild=rebuild))
+    allocation = allocate(demand, supply_of(gpus, targets, rebuild=rebuild).available())
     results = tuple(
         DemandResult(
             resource=item.resource,
             profile=item.profile,
+            alternatives=item.alternatives,
             kind=item.kind.value,
             priority=item.priority,
             requested=item.count,
             met=got,
+            served=served if item.alternatives else None,
             reason=(explain(item, got) if explain and got < item.count else None),
             pods=item.pods,
         )
-        for item, got in zip(demand, met, strict=True)
+        for item, got, served in zip(demand, allocation.met, allocation.served, strict=True)
     )
     changed = [g for g in gpu_plans if g.changed]
     summary = PlanSummary(

@@ -74,43 +74,37 @@ class Explainer:
     def __call__(self, item: DemandItem, met: int) -> str | None:
         """Why `item` got only `met` of its count."""
         short = item.count - met
-        what = f"{short} x {item.profile}"
+        names = " or ".join(item.profiles)
+        what = f"{short} x {names}"
         if not self._gpus:
             return f"{what}: the plan's node selector covers no GPU node"
         models = sorted({g.model.model for g in self._gpus})
-        offering = [
-            m
-            for m in models
-            if any(
-                item.profile in g.model.profiles_by_name for g in self._gpus if g.model.model == m
-            )
-        ]
+        by_model = {g.model.model: g.model for g in self._gpus}
+        offering = [m for m in models if set(item.profiles) & set(by_model[m].profiles_by_name)]
         if not offering:
-            return f"{what}: no covered GPU model has this profile (covered: {', '.join(models)})"
+            what_has = "this profile" if not item.alternatives else "any of these profiles"
+            return f"{what}: no covered GPU model has {what_has} (covered: {', '.join(models)})"
         allowed = [
             m
             for m in offering
-            if any(
-                item.profile in allowed_new_profiles(g.model, self._policy)
-                for g in self._gpus
-                if g.model.model == m
-            )
+            if set(item.profiles) & allowed_new_profiles(by_model[m], self._policy)
         ]
         if not allowed:
             return f"{what}: policy.allowedProfiles excludes it on {', '.join(offering)}"
-        capacity = self.capacity(item.profile)
+        # Alternatives share slices, so their capacities add up to an upper bound only.
+        capacity = sum(self.capacity(p) for p in item.profiles)
         if item.kind is DemandKind.FREE:
-            capacity -= self.in_use(item.profile)
+            capacity -= sum(self.in_use(p) for p in item.profiles)
         if capacity < item.count:
             blocked = (
                 " with in-use instances kept in place (policy disruption: none)"
                 if self._policy.disruption is Disruption.NONE
-                and self.capacity_without_pins(item.profile) > self.capacity(item.profile)
+                and any(self.capacity_without_pins(p) > self.capacity(p) for p in item.profiles)
                 else ""
             )
             extra = "free " if item.kind is DemandKind.FREE else ""
             return (
-                f"{what}: at most {max(capacity, 0)} {extra}instances of {item.profile} fit "
+                f"{what}: at most {max(capacity, 0)} {extra}instances of {names} fit "
                 f"on the covered {', '.join(allowed)} GPUs{blocked}"
             )
         reason = (

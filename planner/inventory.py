@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from migplan.planner.catalog import Catalog, GpuModel
+from migplan.planner.catalog import PROFILE_NAME, Catalog, GpuModel
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.layout import Instance, Layout, check_layout
 from migplan.planner.resources import is_mig_resource
@@ -62,12 +62,32 @@ class NodeInfo(CamelModel):
     gpus: tuple[GpuInfo, ...] = ()
 
 
+class ClaimRequest(CamelModel):
+    """MIG devices a pending pod asks for through a DRA ResourceClaim: `count` devices, each
+    of any of `profiles` (those whose attributes the claim's selectors accept)."""
+
+    claim: DnsName = Field(description="the ResourceClaim (in the pod's namespace)")
+    request: Annotated[str, Field(max_length=63)] = Field(
+        default="", description="the request's name inside the claim"
+    )
+    count: Annotated[int, Field(ge=0, le=MAX_REQUEST)] = 1
+    profiles: Annotated[
+        tuple[Annotated[str, Field(pattern=PROFILE_NAME.pattern, max_length=32)], ...],
+        Field(max_length=64),
+    ] = Field(default=(), description="MIG profiles any of which serves a device (empty: none)")
+
+
 class PendingPod(CamelModel):
     """A pod waiting for MIG resources."""
 
     namespace: DnsName
     name: DnsName
-    requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]]
+    requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]] = Field(
+        default_factory=dict, description="MIG extended resources (device plugin)"
+    )
+    claims: Annotated[tuple[ClaimRequest, ...], Field(max_length=64)] = Field(
+        default=(), description="MIG devices asked for through DRA ResourceClaims"
+    )
     labels: dict[str, str] = Field(default_factory=dict)
 
 

@@ -60,10 +60,16 @@ class DemandResult(CamelModel):
 
     resource: str
     profile: str
+    alternatives: tuple[str, ...] = Field(
+        default=(), description="other profiles that serve this item (either/or demand)"
+    )
     kind: str
     priority: int
     requested: int
     met: int
+    served: dict[str, int] | None = Field(
+        default=None, description="instances met per profile, for either/or items"
+    )
     reason: str | None = Field(default=None, description="why the rest is unmet")
     pods: tuple[str, ...] = ()
 
@@ -71,6 +77,22 @@ class DemandResult(CamelModel):
     def unmet(self) -> int:
         """Requested but not provided."""
         return self.requested - self.met
+
+    @property
+    def label(self) -> str:
+        """What was asked for, as a person reads it: the resource, or `A or B` profiles."""
+        if not self.alternatives:
+            return self.resource
+        return f"{self.resource} or {' or '.join(self.alternatives)}"
+
+    @property
+    def met_text(self) -> str:
+        """Instances met, with the profiles that served an either/or item: `3 (2 x 1g.10gb,
+        1 x 2g.20gb)`."""
+        if not self.served:
+            return str(self.met)
+        parts = ", ".join(f"{n} x {p}" for p, n in self.served.items())
+        return f"{self.met} ({parts})"
 
 
 class SolverStage(CamelModel):

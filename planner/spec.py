@@ -156,6 +156,21 @@ class ProfileDemand(CamelModel):
         ),
     ]
     priority: Priority = 1
+    alternatives: Annotated[
+        tuple[Annotated[str, Field(pattern=RESOURCE_NAME.pattern, max_length=64)], ...],
+        Field(
+            max_length=8,
+            description="other MIG resources that serve this demand as well (either/or): "
+            "the count is met by any mix of them, each worth as much as the smallest",
+        ),
+    ] = ()
+
+    @model_validator(mode="after")
+    def _alternatives_differ(self) -> Self:
+        named = [self.resource, *self.alternatives]
+        if len(set(named)) != len(named):
+            raise ValueError("alternatives: name each resource once, and not the resource itself")
+        return self
 
 
 class PendingPodDemand(CamelModel):

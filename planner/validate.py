@@ -10,12 +10,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from migplan.planner.allocation import allocate
 from migplan.planner.catalog import GpuModel
-from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Instance, Layout, check_layout
-from migplan.planner.plan import GpuPlan, Operation, OperationKind, Plan
+from migplan.planner.plan import DemandResult, GpuPlan, Operation, OperationKind, Plan
 from migplan.planner.spec import Disruption, PolicySpec
 
 
@@ -147,6 +148,21 @@ def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec) -> list[str]:
     return problems
 
 
+def _served(item: DemandItem, result: DemandResult) -> tuple[dict[str, int], list[str]]:
+    """What each profile gave an item, as its result reports it, and what is wrong there."""
+    if not item.alternatives:
+        if result.served is not None:
+            return {}, ["reports served per profile for an item of one profile"]
+        return {item.profile: result.met}, []
+    served = result.served or {}
+    problems = [
+        f"served by {p}, which is not one of its profiles" for p in served if p not in item.profiles
+    ]
+    if any(n < 0 for n in served.values()) or sum(served.values()) != result.met:
+        problems.append(f"served {served} does not add up to met {result.met}")
+    return served, problems
+
+
 def _check_demand(
     plan: Plan, gpus: Sequence[GpuState], demand: Sequence[DemandItem]
 ) -> list[Problem]:
@@ -158,36 +174,42 @@ def _check_demand(
     for gpu, gp in zip(gpus, plan.gpus, strict=True):
         total.update(i.profile for i in Layout.parse(gp.after).instances)
         pinned.update(i.profile for i in gpu.pins)
+    available = {
+        DemandKind.TOTAL: total,
+        DemandKind.FREE: Counter({p: max(total[p] - pinned[p], 0) for p in total}),
+    }
+    taken: dict[DemandKind, Counter[str]] = {kind: Counter() for kind in DemandKind}
     for item, result in zip(demand, plan.demand, strict=True):
         where = f"demand {result.resource} ({item.kind.value})"
-        if (result.profile, result.requested) != (item.profile, item.count):
+        as_reported = (result.profile, tuple(result.alternatives), result.requested)
+        if as_reported != (item.profile, item.alternatives, item.count):
             problems.append(Problem(where, "does not match the demand item it reports"))
         if not 0 <= result.met <= result.requested:
             problems.append(Problem(where, f"met {result.met} of {result.requested}"))
-    for profile in sorted({i.profile for i in demand}):
-        for kind in DemandKind:
-            pairs = [
-                (i, r)
-                for i, r in zip(demand, plan.demand, strict=True)
-                if i.profile == profile and i.kind is kind
-            ]
-            if not pairs:
-                continue
-            available = (
-                total[profile]
-                if kind is DemandKind.TOTAL
-                else max(total[profile] - pinned[profile], 0)
-            )
-            requested = sum(i.count for i, _ in pairs)
-            met = sum(r.met for _, r in pairs)
-            if met != min(requested, available):
+        served, wrong = _served(item, result)
+        problems += [Problem(where, message) for message in wrong]
+        taken[item.kind].update(served)
+    for kind in DemandKind:
+        for profile, count in sorted(taken[kind].items()):
+            if count > available[kind][profile]:
                 problems.append(
                     Problem(
                         f"demand {profile} ({kind.value})",
-                        f"reports {met} met; the targets provide {available} for {requested} "
-                        "requested",
+                        f"reports {count} met; the targets provide {available[kind][profile]}",
                     )
                 )
+    best = allocate(demand, available)
+    reported = sum(r.met * demand_weight(i) for i, r in zip(demand, plan.demand, strict=True))
+    if not problems and reported < best.weighted(demand):
+        problems += [
+            Problem(
+                f"demand {result.resource} ({item.kind.value})",
+                f"reports {result.met} met; the targets allow {could} for {item.count} "
+                f"requested (weighted demand met {reported}, possible {best.weighted(demand)})",
+            )
+            for item, result, could in zip(demand, plan.demand, best.met, strict=True)
+            if result.met < could
+        ]
     if any(gp.evict for gp in plan.gpus):
         problems += [
             Problem(

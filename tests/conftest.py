@@ -52,11 +52,19 @@ def gpu(catalog):
 
 @pytest.fixture(scope="session")
 def want():
-    """Build demand items: want("1g.10gb", 3), want("3g.40gb", 1, kind="total", priority=5)."""
+    """Build demand items: want("1g.10gb", 3), want("3g.40gb", 1, kind="total", priority=5),
+    want("2g.20gb", 1, alternatives=("3g.40gb",)) for either/or demand."""
     from migplan.planner.demand import DemandItem, DemandKind
 
-    def make(profile: str, count: int, *, kind: str = "free", priority: int = 1) -> DemandItem:
-        return DemandItem(profile, count, priority, DemandKind(kind))
+    def make(
+        profile: str,
+        count: int,
+        *,
+        kind: str = "free",
+        priority: int = 1,
+        alternatives: tuple[str, ...] = (),
+    ) -> DemandItem:
+        return DemandItem(profile, count, priority, DemandKind(kind), alternatives=alternatives)
 
     return make
 

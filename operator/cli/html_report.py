@@ -135,8 +135,8 @@ td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 <tr><th>resource</th><th>kind</th><th>priority</th><th>requested</th><th>met</th><th>reason</th></tr>
 {% for d in plan.demand %}
 <tr class="{{ 'unmet' if d.met < d.requested else '' }}">
-<td>{{ d.resource }}</td><td>{{ d.kind }}</td><td>{{ d.priority }}</td>
-<td>{{ d.requested }}</td><td>{{ d.met }}</td><td>{{ d.reason or '' }}</td></tr>
+<td>{{ d.label }}</td><td>{{ d.kind }}</td><td>{{ d.priority }}</td>
+<td>{{ d.requested }}</td><td>{{ d.met_text }}</td><td>{{ d.reason or '' }}</td></tr>
 {% endfor %}
 </table>
 <h2>Solver</h2>

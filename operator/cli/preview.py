@@ -91,11 +91,11 @@ def _print_demand(out: Console, plan: Plan) -> None:
     for r in plan.demand:
         style = "" if r.met == r.requested else "yellow"
         table.add_row(
-            r.resource,
+            r.label,
             r.kind,
             str(r.priority),
             str(r.requested),
-            str(r.met),
+            r.met_text,
             r.reason or "",
             style=style,
         )

@@ -127,8 +127,10 @@ def plan_status(
             "demand": [
                 {
                     "resource": r.resource,
+                    **({"alternatives": list(r.alternatives)} if r.alternatives else {}),
                     "requested": r.requested,
                     "met": r.met,
+                    **({"served": r.served} if r.served else {}),
                     **({"reason": r.reason} if r.reason else {}),
                 }
                 for r in plan.demand

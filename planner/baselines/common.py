@@ -13,7 +13,11 @@ from migplan.planner.plan import Plan, SolverReport
 
 
 def missing_demand(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Counter[str]:
-    """Instances per profile still wanted given the current layouts (unused ones count)."""
+    """Instances per profile still wanted given the current layouts (unused ones count).
+
+    An either/or item counts as demand for its first profile: the peers these baselines
+    stand for have no either/or demand (the plan's allocation still lets any of its
+    profiles serve it)."""
     total: Counter[str] = Counter()
     used: Counter[str] = Counter()
     for gpu in gpus:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
-from migplan.planner.demand import DemandItem
+from migplan.planner.demand import DemandItem, demand_weight
 from migplan.planner.explain import Explainer
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
@@ -26,7 +26,7 @@ from migplan.planner.plan import Plan, SolverReport, SolverStage
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
-from migplan.planner.solver.model import PlanningModel, demand_weight
+from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.objective import Score, score
 from migplan.planner.solver.pools import PoolSet, build_pools, for_demand_alone
 from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve_stages
@@ -55,7 +55,7 @@ def _relevant_profiles(
     gpus: Sequence[GpuState], demand: Sequence[DemandItem], policy: PolicySpec
 ) -> frozenset[str]:
     """Profiles worth creating: demanded ones, and in-use ones whose pods may be rehosted."""
-    relevant = {item.profile for item in demand if item.count > 0}
+    relevant = {p for item in demand if item.count > 0 for p in item.profiles}
     if policy.disruption is Disruption.EVICT:
         relevant |= {i.profile for g in gpus for i in g.pins}
     return frozenset(relevant)

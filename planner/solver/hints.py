@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from migplan.planner.allocation import allocate
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.demand import DemandKind
 from migplan.planner.layout import Layout
@@ -104,18 +105,18 @@ def _within_limits(
 
 
 def _meet(pm: PlanningModel, values: dict[int, int], supply: Counter[str]) -> None:
-    """Give the supply to demand items by priority, as much as each may take."""
-    left = {
-        DemandKind.TOTAL: Counter(supply),
-        DemandKind.FREE: Counter({p: supply[p] - pm.pins[p] for p in supply}),
+    """Give the supply to demand items as the plan assembly would (`allocation.allocate`)."""
+    available = {
+        DemandKind.TOTAL: supply,
+        DemandKind.FREE: {p: supply[p] - pm.pins[p] for p in supply},
     }
-    order = sorted(range(len(pm.demand)), key=lambda n: -pm.demand[n].priority)
-    for n in order:
-        item = pm.demand[n]
-        pool = left[item.kind]
-        got = max(min(item.count, pool[item.profile]), 0)
-        pool[item.profile] -= got
-        values[pm.met[n].index] = got
+    allocation = allocate(pm.demand, available)
+    for met, serve, got, served in zip(
+        pm.met, pm.serve, allocation.met, allocation.served, strict=True
+    ):
+        values[met.index] = got
+        for profile, var in serve.items():
+            values[var.index] = served.get(profile, 0)
 
 
 def carry_over(
@@ -139,6 +140,9 @@ def carry_over(
             put(to, came)
     for to, came in zip(target.met, source.met, strict=True):
         put(to, came)
+    for to_item, from_item in zip(target.serve, source.serve, strict=True):
+        for profile, came in from_item.items():
+            put(to_item[profile], came)
     for to, came in zip(target.touched, source.touched, strict=True):
         put(to, came)
     for to_group, from_group in zip(target.moved, source.moved, strict=True):

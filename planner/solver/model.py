@@ -5,7 +5,8 @@ Variables
 - `flow[c][r]`: those that change along route r of the class (into a pool, at an eviction
   cost per GPU); they add up to `changed[c]`;
 - `take[p][o]`: GPUs of pool p that take option o; they add up to the flows into the pool;
-- `met[i]`: instances provided for demand item i;
+- `met[i]`: instances provided for demand item i; `serve[i][P]` those of profile P (an
+  either/or item has one per alternative, adding up to `met[i]`);
 - node groups: nodes with the same number of GPUs of each class are interchangeable; per
   group g, `touched[g]` counts nodes touched and `moved[g][c]` the GPUs of class c changed
   there. A group's changes fit on its touched nodes iff moved[g][c] <= touched[g] * (GPUs of
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.pools import PoolSet
 from migplan.planner.spec import Disruption, PolicySpec
@@ -57,11 +58,6 @@ def node_groups(classes: Sequence[GpuClass]) -> list[NodeGroup]:
     return [NodeGroup(tuple(nodes), key) for key, nodes in sorted(groups.items())]
 
 
-def demand_weight(item: DemandItem) -> int:
-    """Priority times compute slices: capacity delivered, weighted by how much it matters."""
-    return item.priority * int(item.profile.split("g.", 1)[0])
-
-
 def _sum(terms: Sequence[tuple[Expr, int]], constant: int = 0) -> Expr:
     """sum(coefficient * variable) + constant as one expression (0 terms: the constant)."""
     live = [(v, k) for v, k in terms if k]
@@ -84,6 +80,9 @@ class PlanningModel:
     flow: list[list[cp_model.IntVar]] = field(default_factory=list)
     take: list[list[cp_model.IntVar]] = field(default_factory=list)
     met: list[cp_model.IntVar] = field(default_factory=list)
+    serve: list[dict[str, cp_model.IntVar]] = field(default_factory=list)
+    """Per demand item: instances of each of its profiles that serve it (the met variable
+    itself for an item of one profile)."""
     groups: list[NodeGroup] = field(default_factory=list)
     touched: list[cp_model.IntVar] = field(default_factory=list)
     moved: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
@@ -173,15 +172,26 @@ class PlanningModel:
 
     def _supply_and_demand(self) -> None:
         for n, item in enumerate(self.demand):
-            self.met.append(self.model.new_int_var(0, item.count, f"met_{n}"))
+            met = self.model.new_int_var(0, item.count, f"met_{n}")
+            self.met.append(met)
+            if not item.alternatives:
+                self.serve.append({item.profile: met})
+                continue
+            serve = {
+                p: self.model.new_int_var(0, item.count, f"serve_{n}_{k}")
+                for k, p in enumerate(item.profiles)
+            }
+            self.model.add(_sum([(v, 1) for v in serve.values()]) == met)
+            self.serve.append(serve)
         # Profiles outside the pools' columns are asked for zero times: nothing to constrain.
-        for profile in sorted({item.profile for item in self.demand} & set(self.pools.profiles)):
+        wanted = {p for item in self.demand for p in item.profiles}
+        for profile in sorted(wanted & set(self.pools.profiles)):
             supply = self.supply(profile)
             for kind in DemandKind:
                 items = [
-                    (self.met[n], 1)
-                    for n, item in enumerate(self.demand)
-                    if item.profile == profile and item.kind is kind
+                    (serve[profile], 1)
+                    for serve, item in zip(self.serve, self.demand, strict=True)
+                    if profile in serve and item.kind is kind
                 ]
                 if not items:
                     continue

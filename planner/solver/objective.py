@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-from migplan.planner.assemble import GpuKey, allocate, gpu_key, supply_of
+from migplan.planner.allocation import allocate
+from migplan.planner.assemble import GpuKey, gpu_key, supply_of
 from migplan.planner.demand import DemandItem
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Instance, Layout
-from migplan.planner.solver.model import demand_weight
 from migplan.planner.tables import headroom
 
 
@@ -53,7 +53,9 @@ def score(
     rebuild: bool = False,
 ) -> Score:
     """The criteria of the plan taking every GPU to its layout in `targets`."""
-    met = allocate(demand, supply_of(gpus, targets, rebuild=rebuild))
+    weighted = allocate(demand, supply_of(gpus, targets, rebuild=rebuild).available()).weighted(
+        demand
+    )
     evictions = changed = room = steps = 0
     nodes: set[str] = set()
     for gpu in gpus:
@@ -68,5 +70,4 @@ def score(
         changed += 1
         nodes.add(gpu.node)
         steps += ops
-    weighted = sum(n * demand_weight(item) for n, item in zip(met, demand, strict=True))
     return Score(weighted, -evictions, -changed, -len(nodes), room, -steps)

@@ -87,3 +87,64 @@ def test_namespace_name_label_is_implied() -> None:
         }
     )
     assert [i.count for i in build_demand(spec, inventory)] == [1]
+
+
+def test_claims_become_either_or_items_grouped_by_their_profiles() -> None:
+    inventory = Inventory.model_validate(
+        {
+            "nodes": [],
+            "pendingPods": [
+                {
+                    "namespace": "ml",
+                    "name": "a",
+                    "claims": [
+                        {"claim": "a-gpu", "count": 2, "profiles": ["2g.20gb", "1g.10gb"]},
+                        {"claim": "a-none", "profiles": []},
+                    ],
+                },
+                {
+                    "namespace": "ml",
+                    "name": "b",
+                    "requests": {"nvidia.com/mig-1g.10gb": 1},
+                    "claims": [{"claim": "b-gpu", "profiles": ["1g.10gb", "2g.20gb"]}],
+                },
+            ],
+        }
+    )
+    spec = DemandSpec.model_validate({"fromPendingPods": {}})
+    items = build_demand(spec, inventory)
+    assert [(i.profiles, i.count, i.pods) for i in items] == [
+        (("1g.10gb",), 1, ("ml/b",)),
+        (("1g.10gb", "2g.20gb"), 3, ("ml/a", "ml/b")),
+    ]
+
+
+def test_explicit_alternatives() -> None:
+    spec = DemandSpec.model_validate(
+        {
+            "profiles": [
+                {
+                    "resource": "nvidia.com/mig-2g.20gb",
+                    "count": 2,
+                    "alternatives": ["nvidia.com/mig-3g.40gb"],
+                }
+            ]
+        }
+    )
+    (item,) = build_demand(spec, Inventory(nodes=()))
+    assert (item.profiles, item.kind) == (("2g.20gb", "3g.40gb"), DemandKind.TOTAL)
+
+
+@pytest.mark.parametrize(
+    "alternatives",
+    [["nvidia.com/mig-2g.20gb"], ["nvidia.com/mig-3g.40gb", "nvidia.com/mig-3g.40gb"]],
+)
+def test_alternatives_name_other_resources_once(alternatives) -> None:
+    with pytest.raises(ValueError, match="name each resource once"):
+        DemandSpec.model_validate(
+            {
+                "profiles": [
+                    {"resource": "nvidia.com/mig-2g.20gb", "count": 1, "alternatives": alternatives}
+                ]
+            }
+        )

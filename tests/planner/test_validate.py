@@ -102,7 +102,7 @@ def test_demand_reporting(case) -> None:
         update={"demand": (result.demand[0].model_copy(update={"met": 0}),)}
     )
     found = problems_of(inflated, gpus, demand, EVICT)
-    assert any("reports 0 met; the targets provide 1 for 1 requested" in str(p) for p in found)
+    assert any("reports 0 met; the targets allow 1 for 1 requested" in str(p) for p in found)
 
 
 def test_summary_must_match(case) -> None:
@@ -148,3 +148,49 @@ def test_validate_raises_with_the_list(case) -> None:
     gpus, demand, result = case
     with pytest.raises(InvalidPlanError, match=r"^invalid plan: a/gpu-0: evicts \[\] but"):
         validate(tamper_gpu(result, 0, evict=()), gpus, demand, EVICT)
+
+
+@pytest.fixture
+def either_or(gpu, want):
+    gpus = [gpu("A30", "-")]
+    demand = [want("2g.12gb", 2, priority=2, alternatives=("1g.6gb",)), want("2g.12gb", 1)]
+    result = plan(gpus, demand, PolicySpec())
+    assert problems_of(result, gpus, demand, PolicySpec()) == []
+    assert [r.met for r in result.demand] == [2, 1]
+    assert result.demand[0].served == {"1g.6gb": 2}
+    return gpus, demand, result
+
+
+@pytest.mark.parametrize(
+    ("served", "message"),
+    [
+        ({"4g.24gb": 2}, "served by 4g.24gb, which is not one of its profiles"),
+        ({"1g.6gb": 1}, "does not add up to met 2"),
+        ({"2g.12gb": 2}, "reports 3 met; the targets provide 1"),
+        (None, "does not add up to met 2"),
+    ],
+)
+def test_either_or_reporting(either_or, served, message) -> None:
+    gpus, demand, result = either_or
+    tampered = result.model_copy(
+        update={
+            "demand": (result.demand[0].model_copy(update={"served": served}), result.demand[1])
+        }
+    )
+    found = problems_of(tampered, gpus, demand, PolicySpec())
+    assert any(message in str(p) for p in found), found
+
+
+def test_either_or_must_be_allocated_as_well_as_the_targets_allow(either_or) -> None:
+    gpus, demand, result = either_or
+    # Two 2g for the first item are within supply, but leave the second item nothing.
+    worse = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0].model_copy(update={"served": {"2g.12gb": 1, "1g.6gb": 1}}),
+                result.demand[1].model_copy(update={"met": 0}),
+            )
+        }
+    )
+    found = problems_of(worse, gpus, demand, PolicySpec())
+    assert any("reports 0 met; the targets allow 1 for 1 requested" in str(p) for p in found), found

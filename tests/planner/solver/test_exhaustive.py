@@ -67,21 +67,42 @@ def score(gpus, layouts, demand, policy):
         return None
     if policy.max_nodes_changed is not None and len(nodes) > policy.max_nodes_changed:
         return None
-    weighted = 0
-    for (profile, kind), items in _groups(demand).items():
-        left = total[profile] - (pins[profile] if kind is DemandKind.FREE else 0)
-        for item in sorted(items, key=lambda d: -d.priority):
-            got = max(min(item.count, left), 0)
-            left -= got
-            weighted += got * item.priority * int(profile.split("g.")[0])
-    return (weighted, -evictions, -changed_gpus, -len(nodes), room, -ops)
+    return (_best_weighted(total, pins, demand), -evictions, -changed_gpus, -len(nodes), room, -ops)
 
 
-def _groups(demand):
-    groups = {}
-    for item in demand:
-        groups.setdefault((item.profile, item.kind), []).append(item)
-    return groups
+def _best_weighted(total, pins, demand) -> int:
+    """The most weighted demand the supply meets, by trying every split of every item over
+    its profiles (independent of the planner's min-cost flow)."""
+    left = {
+        DemandKind.TOTAL: dict(total),
+        DemandKind.FREE: {p: total[p] - pins[p] for p in total},
+    }
+
+    def splits(count, profiles):
+        if len(profiles) == 1:
+            yield from ((n,) for n in range(count + 1))
+            return
+        for n in range(count + 1):
+            for rest in splits(count - n, profiles[1:]):
+                yield (n, *rest)
+
+    def best(n) -> int:
+        if n == len(demand):
+            return 0
+        item = demand[n]
+        pool = left[item.kind]
+        weight = item.priority * min(int(p.split("g.")[0]) for p in item.profiles)
+        found = 0
+        for split in splits(item.count, item.profiles):
+            if all(k <= pool.get(p, 0) for p, k in zip(item.profiles, split, strict=True)):
+                for p, k in zip(item.profiles, split, strict=True):
+                    pool[p] = pool.get(p, 0) - k
+                found = max(found, sum(split) * weight + best(n + 1))
+                for p, k in zip(item.profiles, split, strict=True):
+                    pool[p] += k
+        return found
+
+    return best(0)
 
 
 def best_by_brute_force(gpus, demand, policy):
@@ -135,6 +156,22 @@ EVICT = PolicySpec(disruption=Disruption.EVICT)
             [("4g.24gb", 3, "free", 1)],
             PolicySpec(max_nodes_changed=1),
         ),
+        # either/or: 1g or 2g serves the first item, so two 1g leave room for the 2g
+        (
+            [("A30", "-", {}, "n1")],
+            [("2g.12gb", 2, "free", 2, ("1g.6gb",)), ("2g.12gb", 1, "free", 1)],
+            PolicySpec(),
+        ),
+        # either/or next to in-use instances, with evictions, free and total kinds
+        (
+            [("A30", "1g.6gb@0", {"1g.6gb@0": "ns/a"}, "n1"), ("A30", "2g.12gb@2", {}, "n2")],
+            [
+                ("4g.24gb", 1, "free", 1, ("2g.12gb", "1g.6gb")),
+                ("2g.12gb", 2, "total", 1),
+                ("1g.6gb", 1, "free", 3),
+            ],
+            EVICT,
+        ),
     ],
 )
 def test_planner_matches_exhaustive_search(gpu, want, fleet, demand, policy) -> None:
@@ -142,7 +179,10 @@ def test_planner_matches_exhaustive_search(gpu, want, fleet, demand, policy) -> 
         gpu(m, layout, node=node, index=i, pins=pins)
         for i, (m, layout, pins, node) in enumerate(fleet)
     ]
-    items = [want(p, n, kind=k, priority=w) for p, n, k, w in demand]
+    items = [
+        want(p, n, kind=k, priority=w, alternatives=rest[0] if rest else ())
+        for p, n, k, w, *rest in demand
+    ]
     assert plan_score(gpus, items, policy) == best_by_brute_force(gpus, items, policy)
 
 

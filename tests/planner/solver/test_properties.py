@@ -1,4 +1,5 @@
-"""Properties over random fleets and demand (hypothesis, derandomized).
+"""Properties over random fleets and demand (hypothesis, derandomized), either/or items
+included.
 
 Every plan validates; under policy none no in-use instance is destroyed; met never exceeds
 requested; the planner never meets less (priority-weighted) demand than any baseline.
@@ -11,12 +12,11 @@ from hypothesis import strategies as st
 
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
 from migplan.planner.catalog import default_catalog
-from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.solver import plan
-from migplan.planner.solver.model import demand_weight
 from migplan.planner.solver.objective import score
 from migplan.planner.spec import Disruption, PolicySpec
 from migplan.planner.validate import problems_of
@@ -51,12 +51,16 @@ def demands(draw, gpus: list[GpuState]) -> list[DemandItem]:
     names = sorted({p.name for g in gpus for p in g.model.profiles} | {"7g.80gb"})
     items = []
     for profile in draw(st.lists(st.sampled_from(names), min_size=1, max_size=4, unique=True)):
+        # Some items are either/or (a DRA claim several profiles satisfy).
+        others = [n for n in names if n != profile]
+        alternatives = draw(st.lists(st.sampled_from(others), max_size=2, unique=True))
         items.append(
             DemandItem(
                 profile,
                 draw(st.integers(0, 5)),
                 draw(st.integers(1, 3)),
                 draw(st.sampled_from(list(DemandKind))),
+                alternatives=tuple(alternatives),
             )
         )
     return items

@@ -254,3 +254,19 @@ def test_evictions_allowed_but_not_needed_give_the_plan_of_policy_none(gpu, want
     assert evict.solver.status == keep.solver.status == "OPTIMAL"
     assert [s.value for s in evict.solver.stages] == [s.value for s in keep.solver.stages]
     assert evict.summary == keep.summary
+
+
+def test_either_or_demand_is_met_by_any_mix_and_explained_when_short(gpu, want) -> None:
+    gpus = [gpu("A30", "-")]
+    demand = [want("4g.24gb", 3, alternatives=("2g.12gb", "1g.6gb"))]
+    result = plan(gpus, demand, PolicySpec())
+    (row,) = result.demand
+    assert row.met == 3
+    assert sum(row.served.values()) == 3
+    assert row.alternatives == ("2g.12gb", "1g.6gb")
+    short = plan(gpus, [want("4g.24gb", 2, alternatives=("2g.12gb",))], PolicySpec())
+    assert short.demand[0].met == 2  # two 2g
+    none = plan(gpus, [want("7g.80gb", 1, alternatives=("3g.40gb",))], PolicySpec())
+    assert none.demand[0].reason == (
+        "1 x 7g.80gb or 3g.40gb: no covered GPU model has any of these profiles (covered: A30)"
+    )
