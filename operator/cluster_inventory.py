@@ -4,7 +4,8 @@ GPU nodes are the nodes GPU feature discovery marks MIG-capable; each node's GPU
 and the pods holding instances come from the status its agent wrote in the NodePartition.
 A node whose agent has not reported yet is left out (its layout is unknown, so planning it
 could destroy running work) and named in the result. Pods count as demand when they are
-Pending and unschedulable (or not yet scheduled) and ask for `nvidia.com/mig-*` resources.
+Pending and unschedulable (or not yet scheduled) and ask for `nvidia.com/mig-*` resources,
+or (DRA) for MIG devices through ResourceClaims; see `dra/inventory.py` for what DRA adds.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from migplan.operator.dra.inventory import (
+    DraState,
+    claim_reader,
+    claim_requests,
+    nodes_from_slices,
+    with_held,
+)
 from migplan.operator.kube import client as kube
+from migplan.planner.catalog import Catalog, default_catalog
 from migplan.planner.inventory import GpuInfo, Inventory, NodeInfo, PendingPod
 from migplan.planner.resources import is_mig_resource
 from migplan.planner.spec import LabelSelector
@@ -28,6 +37,9 @@ class ClusterSnapshot:
     left_out: dict[str, str]
     left_out_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     """Labels of the nodes left out, so a plan can tell which of them it covers."""
+    notes: tuple[str, ...] = ()
+    """What could not be read as demand, and why (a claim's class missing, selectors that
+    fail on every profile)."""
 
     def left_out_of(self, selector: LabelSelector) -> dict[str, str]:
         """The left-out nodes that `selector` picks, with why."""
@@ -55,7 +67,8 @@ def _gpus(partition: dict[str, Any] | None) -> tuple[GpuInfo, ...] | None:
     )
 
 
-def _mig_requests(pod: Any) -> dict[str, int]:
+def _extended_requests(pod: Any) -> dict[str, int]:
+    """Extended resources (names with a domain) the pod's containers ask for, summed."""
     wanted: dict[str, int] = {}
     for container in pod.spec.containers or []:
         resources = container.resources
@@ -64,8 +77,11 @@ def _mig_requests(pod: Any) -> dict[str, int]:
             **((resources and resources.limits) or {}),
         }
         for key, value in limits.items():
-            if is_mig_resource(key):
-                wanted[key] = wanted.get(key, 0) + int(value)
+            if "/" in key:
+                try:
+                    wanted[key] = wanted.get(key, 0) + int(value)
+                except ValueError:
+                    continue
     return wanted
 
 
@@ -80,12 +96,27 @@ def _unschedulable(pod: Any) -> bool:
         return False
     # The scheduler names what was missing; a pod it turned away for other reasons only
     # (CPU, taints, affinity) would not run on a new MIG instance either.
-    return not scheduled.message or "nvidia.com/mig-" in scheduled.message
+    message = scheduled.message or ""
+    return not message or "nvidia.com/mig-" in message or "claim" in message
 
 
-def read_inventory(api: Any) -> ClusterSnapshot:
-    """A snapshot of the cluster's GPU nodes and MIG demand."""
+def _read_dra(api: Any) -> DraState | None:
+    if not kube.dra_served(api):
+        return None
+    return DraState.of(
+        slices=kube.list_dra(api, plural="resourceslices"),
+        claims=kube.list_dra(api, plural="resourceclaims"),
+        templates=kube.list_dra(api, plural="resourceclaimtemplates"),
+        classes=kube.list_dra(api, plural="deviceclasses"),
+    )
+
+
+def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapshot:
+    """A snapshot of the cluster's GPU nodes and MIG demand, DRA's included where the API
+    server serves resource.k8s.io/v1."""
+    catalog = catalog or default_catalog()
     partitions = {p["metadata"]["name"]: p for p in kube.list_node_partitions(api)}
+    dra = _read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
     for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
         name = node.metadata.name
@@ -98,15 +129,32 @@ def read_inventory(api: Any) -> ClusterSnapshot:
         product = labels.get("nvidia.com/gpu.product", "")
         gpus = tuple(g if g.model else g.model_copy(update={"model": product}) for g in gpus)
         nodes.append(NodeInfo(name=name, labels=labels, gpus=gpus))
+    if dra is not None:
+        nodes = with_held(nodes, dra.held())
+        dynamic = nodes_from_slices(dra, labels=left_out_labels, skip=[n.name for n in nodes])
+        for node in dynamic:
+            left_out.pop(node.name, None)
+            left_out_labels.pop(node.name, None)
+        nodes += dynamic
+    reader = claim_reader(dra, nodes=nodes, catalog=catalog) if dra is not None else None
     pending = []
     for pod in kube.pending_pods(api):
-        wanted = _mig_requests(pod)
-        if wanted and _unschedulable(pod):
+        if not _unschedulable(pod):
+            continue
+        extended = _extended_requests(pod)
+        wanted = {k: v for k, v in extended.items() if is_mig_resource(k)}
+        claims = (
+            claim_requests(pod, state=dra, reader=reader, extended=extended)
+            if dra is not None and reader is not None
+            else []
+        )
+        if wanted or claims:
             pending.append(
                 PendingPod(
                     namespace=pod.metadata.namespace,
                     name=pod.metadata.name,
                     requests=wanted,
+                    claims=tuple(claims),
                     labels=dict(pod.metadata.labels or {}),
                 )
             )
@@ -115,4 +163,9 @@ def read_inventory(api: Any) -> ClusterSnapshot:
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
     )
-    return ClusterSnapshot(inventory=inventory, left_out=left_out, left_out_labels=left_out_labels)
+    return ClusterSnapshot(
+        inventory=inventory,
+        left_out=left_out,
+        left_out_labels=left_out_labels,
+        notes=tuple(dra.notes) if dra is not None else (),
+    )

@@ -50,7 +50,7 @@ def plan_status(
     """Plan `manifest` (parsed from `body`, the GPUPartitionPlan object) on the cluster
     behind `api`, leaving out the nodes preflight refuses."""
     generation = int(body["metadata"].get("generation", 0))
-    snapshot = read_inventory(api)
+    snapshot = read_inventory(api, catalog=catalog)
     selector = manifest.spec.node_selector
     left_out = snapshot.left_out_of(selector)
     covered = [n.name for n in snapshot.inventory.nodes if selector.matches(n.labels)]

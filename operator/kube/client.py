@@ -350,6 +350,31 @@ def pending_pods(api: client.ApiClient) -> list[Any]:
     )
 
 
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSION = "v1"
+
+
+def dra_served(api: client.ApiClient) -> bool:
+    """Whether the API server serves Dynamic Resource Allocation (resource.k8s.io/v1)."""
+    try:
+        groups = client.ApisApi(api).get_api_versions().groups or []
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return False
+        raise
+    return any(
+        g.name == DRA_GROUP and any(v.version == DRA_VERSION for v in g.versions or [])
+        for g in groups
+    )
+
+
+def list_dra(api: client.ApiClient, *, plural: str) -> list[dict[str, Any]]:
+    """Every object of a resource.k8s.io/v1 kind (resourceslices, resourceclaims,
+    resourceclaimtemplates, deviceclasses), all namespaces, as plain dictionaries."""
+    found = client.CustomObjectsApi(api).list_cluster_custom_object(DRA_GROUP, DRA_VERSION, plural)
+    return list(cast(dict[str, Any], found)["items"])
+
+
 def get_plan(api: client.ApiClient, *, name: str) -> dict[str, Any] | None:
     """The GPUPartitionPlan `name`, or None if it is gone."""
     try:

@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation: MIG devices in ResourceSlices, claims as demand and holders."""

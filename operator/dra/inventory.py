@@ -1,0 +1,157 @@
+"""What DRA adds to the planner's Inventory: instances claims hold, GPUs only DRA describes,
+and pending pods' claims as either/or demand.
+
+- Static MIG devices: the node's agent reports GPUs and layouts (NodePartition) as without
+  DRA; an instance allocated to a claim is in use by the claim's pod, so the plan keeps it.
+- DynamicMIG: the node runs no migplan agent; its GPUs are the driver's full-GPU devices and
+  its instances the slots claims hold.
+- Pending pods: each ResourceClaim (or claim template) they wait on, and each extended
+  resource a DeviceClass stands for, becomes a ClaimRequest with the profiles that satisfy it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from migplan.operator.dra.claims import (
+    ClaimReader,
+    ClassInfo,
+    Held,
+    candidates,
+    device_classes,
+    held_instances,
+    pod_claims,
+)
+from migplan.operator.dra.devices import DeviceKind, SliceDevice, slice_devices
+from migplan.planner.catalog import Catalog
+from migplan.planner.errors import UnknownModelError
+from migplan.planner.inventory import ClaimRequest, GpuInfo, NodeInfo
+from migplan.planner.layout import Layout
+
+Key = tuple[str, str]
+
+
+def _by_key(objects: Iterable[Mapping[str, Any]]) -> dict[Key, Mapping[str, Any]]:
+    return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects}
+
+
+@dataclass
+class DraState:
+    """The cluster's DRA objects, as read once per planning pass."""
+
+    devices: list[SliceDevice]
+    claims: dict[Key, Mapping[str, Any]]
+    templates: dict[Key, Mapping[str, Any]]
+    classes: dict[str, ClassInfo]
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        slices: Iterable[Mapping[str, Any]],
+        claims: Iterable[Mapping[str, Any]],
+        templates: Iterable[Mapping[str, Any]],
+        classes: Iterable[Mapping[str, Any]],
+    ) -> DraState:
+        """The state from lists of plain API objects."""
+        return cls(
+            devices=slice_devices(slices),
+            claims=_by_key(claims),
+            templates=_by_key(templates),
+            classes=device_classes(classes),
+        )
+
+    def held(self) -> list[Held]:
+        """Instances allocated claims hold."""
+        return held_instances(self.claims.values(), self.devices)
+
+
+def with_held(nodes: Sequence[NodeInfo], held: Sequence[Held]) -> list[NodeInfo]:
+    """`nodes` with every instance a claim holds marked in use by its pod (GPUs matched by
+    UUID, else by index = minor); a held instance outside the reported layout is left to the
+    agent's next report."""
+    by_node: dict[str, list[Held]] = {}
+    for h in held:
+        by_node.setdefault(h.node, []).append(h)
+    result = []
+    for node in nodes:
+        mine = by_node.get(node.name)
+        if not mine:
+            result.append(node)
+            continue
+        gpus = []
+        for gpu in node.gpus:
+            layout = set(Layout.parse(gpu.layout).instances) if gpu.layout != "-" else set()
+            in_use = dict(gpu.in_use)
+            for h in mine:
+                same = (
+                    h.gpu_uuid == gpu.uuid if h.gpu_uuid and gpu.uuid else h.gpu_minor == gpu.index
+                )
+                if same and h.instance in layout:
+                    in_use.setdefault(str(h.instance), h.pod)
+            gpus.append(gpu.model_copy(update={"in_use": in_use}))
+        result.append(node.model_copy(update={"gpus": tuple(gpus)}))
+    return result
+
+
+def nodes_from_slices(
+    state: DraState, *, labels: Mapping[str, Mapping[str, str]], skip: Iterable[str]
+) -> list[NodeInfo]:
+    """GPU nodes described by DynamicMIG slices alone (no agent report): each full-GPU
+    device is a GPU, the slots claims hold are its instances."""
+    skipped = set(skip)
+    held = state.held()
+    gpus: dict[str, list[GpuInfo]] = {}
+    for d in state.devices:
+        if d.kind is not DeviceKind.GPU or d.node in skipped or d.minor is None:
+            continue
+        if not any(o.node == d.node and o.kind is DeviceKind.SLOT for o in state.devices):
+            continue  # static devices: the node's agent reports it
+        mine = [h for h in held if h.node == d.node and h.gpu_minor == d.minor]
+        layout = Layout.of([h.instance for h in mine])
+        gpus.setdefault(d.node, []).append(
+            GpuInfo(
+                index=d.minor,
+                model=str(d.attribute("productName") or ""),
+                uuid=d.uuid,
+                layout=str(layout),
+                in_use={str(h.instance): h.pod for h in mine},
+            )
+        )
+    return [
+        NodeInfo(
+            name=node,
+            labels=dict(labels.get(node, {})),
+            gpus=tuple(sorted(found, key=lambda g: g.index)),
+        )
+        for node, found in sorted(gpus.items())
+    ]
+
+
+def claim_reader(state: DraState, *, nodes: Sequence[NodeInfo], catalog: Catalog) -> ClaimReader:
+    """A reader of claims against the profiles of every GPU model `nodes` hold."""
+    models = []
+    for node in nodes:
+        for gpu in node.gpus:
+            try:
+                models.append(catalog.model(gpu.model))
+            except UnknownModelError:
+                continue
+    return ClaimReader(state.classes, candidates(models, state.devices, catalog))
+
+
+def claim_requests(
+    pod: Any, *, state: DraState, reader: ClaimReader, extended: Mapping[str, int]
+) -> list[ClaimRequest]:
+    """What a pending pod asks for through DRA: its unallocated claims, and extended
+    resources a DeviceClass stands for; each with the profiles of covered models that serve."""
+    where = f"pod {pod.metadata.namespace}/{pod.metadata.name}"
+    found = []
+    for name, claim in pod_claims(pod, claims=state.claims, templates=state.templates):
+        found += reader.requests(claim, where=f"{where} claim {name}")
+    found += reader.extended(extended)
+    state.notes += [n for n in reader.notes if n not in state.notes]
+    return found

@@ -1,0 +1,266 @@
+"""Reading DRA objects as NVIDIA's driver and Kubernetes write them: devices, held
+instances, DynamicMIG nodes, and pending claims as either/or demand."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from migplan.operator.dra.devices import DeviceKind, slice_devices
+from migplan.operator.dra.inventory import (
+    DraState,
+    claim_reader,
+    claim_requests,
+    nodes_from_slices,
+    with_held,
+)
+from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
+from migplan.planner.catalog import default_catalog
+from migplan.planner.inventory import GpuInfo, NodeInfo
+from migplan.planner.layout import Instance
+
+CATALOG = default_catalog()
+PROFILE = "device.attributes['gpu.nvidia.com'].profile"
+H100 = CATALOG.model("H100-80GB")
+MIG_CLASS = {
+    "metadata": {"name": "mig.nvidia.com"},
+    "spec": {
+        "selectors": [
+            {
+                "cel": {
+                    "expression": "device.driver == 'gpu.nvidia.com' && "
+                    "device.attributes['gpu.nvidia.com'].type == 'mig'"
+                }
+            }
+        ]
+    },
+}
+GPU_CLASS = {
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {
+        "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}],
+        "extendedResourceName": "example.com/gpu",
+    },
+}
+SMALL_MIG = {
+    "metadata": {"name": "small-mig"},
+    "spec": {
+        "selectors": MIG_CLASS["spec"]["selectors"]
+        + [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}],
+        "extendedResourceName": "example.com/small-mig",
+    },
+}
+
+
+def static_node() -> list[dict]:
+    gpu = PublishedGpu(
+        minor=0,
+        uuid="GPU-0",
+        model=H100,
+        instances=[(Instance.parse("3g.40gb@4"), "MIG-a"), (Instance.parse("1g.10gb@0"), "MIG-b")],
+    )
+    return resource_slices("node-a", [gpu], mode="static")
+
+
+def dynamic_node() -> list[dict]:
+    return resource_slices(
+        "node-d", [PublishedGpu(minor=0, uuid="GPU-d0", model=H100)], mode="dynamic"
+    )
+
+
+def claim(name, requests, *, namespace="ml", allocated=None, pods=()):
+    body = {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": requests}},
+    }
+    if allocated:
+        body["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": d}
+                        for pool, d in allocated
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": p, "uid": "u"} for p in pods],
+        }
+    return body
+
+
+def exactly(*selectors, count=1, cls="mig.nvidia.com", name="gpu"):
+    request = {"deviceClassName": cls, "count": count}
+    if selectors:
+        request["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"name": name, "exactly": request}
+
+
+def pod(name, *, claims=(), statuses=(), namespace="ml"):
+    return SimpleNamespace(
+        metadata=SimpleNamespace(name=name, namespace=namespace),
+        spec=SimpleNamespace(
+            resource_claims=[
+                SimpleNamespace(
+                    name=ref,
+                    resource_claim_name=claim_name,
+                    resource_claim_template_name=template,
+                )
+                for ref, claim_name, template in claims
+            ]
+        ),
+        status=SimpleNamespace(
+            resource_claim_statuses=[
+                SimpleNamespace(name=ref, resource_claim_name=made) for ref, made in statuses
+            ]
+        ),
+    )
+
+
+def state(*, claims=(), templates=(), slices=None) -> DraState:
+    return DraState.of(
+        slices=slices if slices is not None else static_node() + dynamic_node(),
+        claims=claims,
+        templates=templates,
+        classes=[MIG_CLASS, GPU_CLASS, SMALL_MIG],
+    )
+
+
+H100_NODE = NodeInfo(
+    name="node-a",
+    gpus=(GpuInfo(index=0, model="H100-80GB", uuid="GPU-0", layout="1g.10gb@0+3g.40gb@4"),),
+)
+
+
+def test_devices_are_told_apart_by_name_and_attributes() -> None:
+    found = slice_devices(static_node() + dynamic_node())
+    static = [d for d in found if d.node == "node-a"]
+    assert sorted((d.kind, str(d.instance)) for d in static) == [
+        (DeviceKind.MIG, "1g.10gb@0"),
+        (DeviceKind.MIG, "3g.40gb@4"),
+    ]
+    assert {d.parent_uuid for d in static} == {"GPU-0"}
+    dynamic = [d for d in found if d.node == "node-d"]
+    assert [d.kind for d in dynamic].count(DeviceKind.GPU) == 1
+    slots = {str(d.instance) for d in dynamic if d.kind is DeviceKind.SLOT}
+    assert {"7g.80gb@0", "1g.10gb@6", "3g.40gb@4", "1g.10gb+me@0"} <= slots
+    assert len(slots) == sum(len(p.starts) for p in H100.profiles)
+
+
+def test_an_older_pool_generation_is_ignored() -> None:
+    old = resource_slices("node-a", [PublishedGpu(0, "GPU-0", H100)], mode="dynamic", generation=1)
+    new = static_node()
+    new[0]["spec"]["pool"]["generation"] = 2
+    assert {d.kind for d in slice_devices(old + new)} == {DeviceKind.MIG}
+
+
+def test_instances_claims_hold_are_in_use_by_their_pods() -> None:
+    held = claim("train", [exactly()], allocated=[("node-a", "gpu-0-mig-9-4-4")], pods=["trainer"])
+    unreserved = claim("later", [exactly()], allocated=[("node-a", "gpu-0-mig-19-0-1")])
+    (node,) = with_held([H100_NODE], state(claims=[held, unreserved]).held())
+    assert node.gpus[0].in_use == {"3g.40gb@4": "ml/trainer", "1g.10gb@0": "ml/later"}
+
+
+def test_a_dynamic_mig_node_is_read_from_its_slices() -> None:
+    slot = "gpu-0-mig-3g40gb-9-4"
+    held = claim("train", [exactly()], allocated=[("node-d", slot)], pods=["trainer"])
+    (node,) = nodes_from_slices(
+        state(claims=[held]), labels={"node-d": {"zone": "a"}}, skip=["node-a"]
+    )
+    assert (node.name, node.labels) == ("node-d", {"zone": "a"})
+    (gpu,) = node.gpus
+    assert (gpu.model, gpu.uuid, gpu.layout) == ("NVIDIA H100 80GB HBM3", "GPU-d0", "3g.40gb@4")
+    assert gpu.in_use == {"3g.40gb@4": "ml/trainer"}
+    assert CATALOG.model(gpu.model).model == "H100-80GB"
+
+
+def requests_of(p, s, *, extended=None):
+    reader = claim_reader(s, nodes=[H100_NODE], catalog=CATALOG)
+    return claim_requests(p, state=s, reader=reader, extended=extended or {})
+
+
+@pytest.mark.parametrize(
+    ("request_", "profiles"),
+    [
+        (
+            exactly("device.attributes['gpu.nvidia.com'].profile in ['2g.20gb', '1g.10gb']"),
+            ("1g.10gb", "2g.20gb"),
+        ),
+        (
+            exactly("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('30Gi')) >= 0"),
+            ("3g.40gb", "4g.40gb", "7g.80gb"),
+        ),
+        (
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {
+                        "name": "big",
+                        "deviceClassName": "mig.nvidia.com",
+                        "selectors": [{"cel": {"expression": f"{PROFILE} == '4g.40gb'"}}],
+                    },
+                    {"name": "small", "deviceClassName": "small-mig"},
+                ],
+            },
+            ("1g.10gb", "4g.40gb"),
+        ),
+    ],
+)
+def test_a_pending_claim_asks_for_the_profiles_its_selectors_accept(request_, profiles) -> None:
+    pending = claim("infer", [request_])
+    (found,) = requests_of(pod("p", claims=[("gpu", "infer", None)]), state(claims=[pending]))
+    assert (found.claim, found.count, found.profiles) == ("infer", 1, profiles)
+
+
+def test_claims_not_for_mig_allocated_or_all_are_no_demand() -> None:
+    claims = [
+        claim("whole", [exactly(cls="gpu.nvidia.com")]),
+        claim("done", [exactly()], allocated=[("node-a", "gpu-0-mig-9-4-4")], pods=["p"]),
+        claim(
+            "all",
+            [
+                {
+                    "name": "g",
+                    "exactly": {"deviceClassName": "mig.nvidia.com", "allocationMode": "All"},
+                }
+            ],
+        ),
+    ]
+    refs = [("a", "whole", None), ("b", "done", None), ("c", "all", None)]
+    assert requests_of(pod("p", claims=refs), state(claims=claims)) == []
+
+
+def test_a_claim_from_a_template_is_read_before_it_is_made() -> None:
+    template = {
+        "metadata": {"name": "two-small", "namespace": "ml"},
+        "spec": {"spec": {"devices": {"requests": [exactly(cls="small-mig", count=2)]}}},
+    }
+    p = pod("worker", claims=[("gpu", None, "two-small")])
+    (found,) = requests_of(p, state(templates=[template]))
+    assert (found.claim, found.count, found.profiles) == ("worker-gpu", 2, ("1g.10gb",))
+    # Once the controller made the claim, the pod's status names it and it is read instead.
+    made = claim("worker-gpu-x7", [exactly(cls="small-mig", count=3)])
+    p = pod("worker", claims=[("gpu", None, "two-small")], statuses=[("gpu", "worker-gpu-x7")])
+    (found,) = requests_of(p, state(claims=[made], templates=[template]))
+    assert (found.claim, found.count) == ("worker-gpu-x7", 3)
+
+
+def test_extended_resources_a_device_class_stands_for() -> None:
+    found = requests_of(
+        pod("p"),
+        state(),
+        extended={"example.com/small-mig": 2, "deviceclass.resource.kubernetes.io/small-mig": 1},
+    )
+    assert [(f.count, f.profiles) for f in found] == [(1, ("1g.10gb",)), (2, ("1g.10gb",))]
+
+
+def test_unknown_classes_and_failing_selectors_are_noted() -> None:
+    claims = [
+        claim("lost", [exactly(cls="nope")]),
+        claim("odd", [exactly("device.attributes['gpu.nvidia.com'].pcieRoot == 'x'")]),
+    ]
+    s = state(claims=claims)
+    refs = [("a", "lost", None), ("b", "odd", None)]
+    assert requests_of(pod("p", claims=refs), s) == []
+    assert any("DeviceClass 'nope' not found" in n for n in s.notes)
+    assert any("selectors failed" in n and "pcieRoot" in n for n in s.notes)
