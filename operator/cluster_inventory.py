@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from migplan.operator.dra.inventory import (
     DraState,
     claim_reader,
@@ -100,15 +102,26 @@ def _unschedulable(pod: Any) -> bool:
     return not message or "nvidia.com/mig-" in message or "claim" in message
 
 
-def _read_dra(api: Any) -> DraState | None:
+def _read_dra(api: Any) -> tuple[DraState | None, str | None]:
+    """The cluster's DRA objects; None where the API server serves no DRA or migplan may
+    not read it (and then why, for the plan's status)."""
     if not kube.dra_served(api):
-        return None
-    return DraState.of(
-        slices=kube.list_dra(api, plural="resourceslices"),
-        claims=kube.list_dra(api, plural="resourceclaims"),
-        templates=kube.list_dra(api, plural="resourceclaimtemplates"),
-        classes=kube.list_dra(api, plural="deviceclasses"),
-    )
+        return None, None
+    try:
+        state = DraState.of(
+            slices=kube.list_dra(api, plural="resourceslices"),
+            claims=kube.list_dra(api, plural="resourceclaims"),
+            templates=kube.list_dra(api, plural="resourceclaimtemplates"),
+            classes=kube.list_dra(api, plural="deviceclasses"),
+        )
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        return None, (
+            "DRA objects are not readable (RBAC: get/list resource.k8s.io resourceslices, "
+            "resourceclaims, resourceclaimtemplates, deviceclasses): claims are not counted"
+        )
+    return state, None
 
 
 def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapshot:
@@ -116,7 +129,7 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
     server serves resource.k8s.io/v1."""
     catalog = catalog or default_catalog()
     partitions = {p["metadata"]["name"]: p for p in kube.list_node_partitions(api)}
-    dra = _read_dra(api)
+    dra, unreadable = _read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
     for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
         name = node.metadata.name
@@ -167,5 +180,5 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
         inventory=inventory,
         left_out=left_out,
         left_out_labels=left_out_labels,
-        notes=tuple(dra.notes) if dra is not None else (),
+        notes=tuple(dra.notes) if dra is not None else ((unreadable,) if unreadable else ()),
     )

@@ -150,14 +150,16 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
     _print_solver(out, plan)
 
 
-def live_inventory(kubeconfig: str | None) -> Inventory:
+def live_inventory(kubeconfig: str | None, catalog: Catalog) -> Inventory:
     """The live cluster's inventory; GPU nodes left out are named on stderr."""
     from migplan.operator.cluster_inventory import read_inventory
     from migplan.operator.kube import client as kube
 
-    snapshot = read_inventory(kube.connect(kubeconfig=kubeconfig))
+    snapshot = read_inventory(kube.connect(kubeconfig=kubeconfig), catalog=catalog)
     for node, why in sorted(snapshot.left_out.items()):
         typer.echo(f"migplan: warning: node {node} left out: {why}", err=True)
+    for note in snapshot.notes:
+        typer.echo(f"migplan: warning: {note}", err=True)
     return snapshot.inventory
 
 
@@ -165,13 +167,14 @@ def input_inventory(cluster: Path | None, kubeconfig: str | None, catalog: Catal
     """The inventory from `cluster` (a file, checked whole: a broken GPU on a node the plan
     does not select is still a broken file) or the live cluster."""
     if cluster is None:
-        return live_inventory(kubeconfig)
+        return live_inventory(kubeconfig, catalog)
     inventory = load_inventory(cluster)
     resolve_inventory(inventory, catalog)
     return inventory
 
 
 def inventory(
+    ctx: typer.Context,
     kubeconfig: KubeconfigOpt = None,
     output: Annotated[
         PreviewFormat, typer.Option("--output", "-o", help="yaml or json.")
@@ -181,9 +184,11 @@ def inventory(
 
     GPU nodes (GPU feature discovery's nvidia.com/mig.capable=true) with the layouts and
     in-use instances their agents report, namespaces' labels, and the pods pending on
-    nvidia.com/mig-* resources.
+    nvidia.com/mig-* resources. Where the cluster serves DRA (resource.k8s.io/v1): instances
+    claims hold, DynamicMIG nodes read from their ResourceSlices, and pending pods' claims
+    with the profiles their selectors accept.
     """
-    document = live_inventory(kubeconfig).model_dump(
+    document = live_inventory(kubeconfig, state(ctx).catalog).model_dump(
         mode="json", by_alias=True, exclude_defaults=False
     )
     if output is PreviewFormat.JSON:

@@ -136,6 +136,7 @@ def plan_status(
                 for r in plan.demand
             ],
             "leftOut": left_out,
+            **({"demandNotes": list(snapshot.notes)[:20]} if snapshot.notes else {}),
         },
         "preflight": _shown(findings),
         "conditions": conditions,

@@ -134,8 +134,7 @@ def devices(gpus: Sequence[PublishedGpu], *, mode: str) -> list[dict[str, Any]]:
 def counter_sets(gpus: Sequence[PublishedGpu]) -> list[dict[str, Any]]:
     """One counter set per GPU: a counter per memory slice (DynamicMIG)."""
     return [
-        {"name": _counter_set(gpu), "counters": _slices(0, gpu.model.memory_slices)}
-        for gpu in gpus
+        {"name": _counter_set(gpu), "counters": _slices(0, gpu.model.memory_slices)} for gpu in gpus
     ]
 
 

@@ -307,11 +307,14 @@ def test_a_config_file_slower_than_expected_costs_one_retry_not_the_node(
 ) -> None:
     cp = crds
     fleet = build_pool(cp, "ml", {"ml-a": "-"})
-    # The file lags longer than the operator is told to wait, shorter than twice that.
-    mig_manager = mig_managed(cp, fleet, lag=4.0)
+    # The file lags longer than the operator is told to wait, shorter than twice that. The
+    # operator waits 4-5 s (status timestamps keep whole seconds) and the retry comes at least
+    # 4 s after the first failure: a margin of a second or more either side, which 2 s and a
+    # 4 s lag (the retry due exactly as the file catches up) lacked on a loaded machine.
+    mig_manager = mig_managed(cp, fleet, lag=6.0)
     try:
         wanted = add_pending(cp, "ml", 2)
-        status = roll_out_through_mig_manager(cp, operator_kubeconfig, "ml", "2")
+        status = roll_out_through_mig_manager(cp, operator_kubeconfig, "ml", "4")
         wait_for(lambda: running(cp, "ml", *wanted), "the pending pods to run", timeout=60)
         record = status["rollout"]["nodes"]["ml-a"]
         assert record["step"] == "Done"

@@ -1,0 +1,167 @@
+"""DRA on the real control plane: the API server takes NVIDIA-shaped ResourceSlices, the real
+scheduler allocates claims from them, and migplan reads held instances and pending claims."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from nodes import gpu_node, report_partition
+from waiting import wait_for
+
+from migplan.operator.cluster_inventory import read_inventory
+from migplan.operator.kube import client as kube
+from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
+from migplan.planner.catalog import default_catalog
+from migplan.planner.layout import Instance
+
+pytestmark = pytest.mark.cluster
+
+CATALOG = default_catalog()
+H100 = CATALOG.model("H100-80GB")
+NS = "dra"
+MIG_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "mig.nvidia.com"},
+    "spec": {
+        "selectors": [
+            {
+                "cel": {
+                    "expression": "device.driver == 'gpu.nvidia.com' && "
+                    "device.attributes['gpu.nvidia.com'].type == 'mig'"
+                }
+            }
+        ]
+    },
+}
+KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def apply(cp, *objects: dict) -> None:
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+    )
+
+
+def claimed_pod(name: str, profile: str, *, node: str) -> list[dict]:
+    """A ResourceClaim for one MIG device of `profile` and a pod using it on `node`."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "mig.nvidia.com",
+                            "selectors": [
+                                {
+                                    "cel": {
+                                        "expression": "device.attributes['gpu.nvidia.com']"
+                                        f".profile == '{profile}'"
+                                    }
+                                }
+                            ],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [KWOK],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/cuda:latest",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+    return [claim, pod]
+
+
+def pod_phase(cp, name: str) -> str | None:
+    found = cp.kubectl("get", "pod", "-n", NS, name, "-o", "json", check=False)
+    return json.loads(found.stdout)["status"].get("phase") if found.returncode == 0 else None
+
+
+def unschedulable(cp, name: str) -> bool:
+    found = json.loads(cp.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
+    return any(
+        c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in found["status"].get("conditions", [])
+    )
+
+
+@pytest.fixture(scope="module")
+def dra_nodes(crds):
+    cp = crds
+    apply(
+        cp,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+        MIG_CLASS,
+        gpu_node("dra-static", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": NS}),
+        gpu_node("dra-dynamic", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": NS}),
+    )
+    report_partition(cp, "dra-static", layout="1g.10gb@0+3g.40gb@4")
+    static = PublishedGpu(
+        minor=0,
+        uuid="GPU-static-0",
+        model=H100,
+        instances=[
+            (Instance.parse("1g.10gb@0"), "MIG-s0"),
+            (Instance.parse("3g.40gb@4"), "MIG-s1"),
+        ],
+    )
+    dynamic = PublishedGpu(minor=0, uuid="GPU-dynamic-0", model=H100)
+    apply(
+        cp,
+        *resource_slices("dra-static", [static], mode="static"),
+        *resource_slices("dra-dynamic", [dynamic], mode="dynamic"),
+    )
+    return cp
+
+
+def test_the_scheduler_allocates_nvidia_shaped_devices_and_migplan_sees_the_holders(
+    dra_nodes,
+) -> None:
+    cp = dra_nodes
+    apply(
+        cp,
+        *claimed_pod("static-user", "3g.40gb", node="dra-static"),
+        *claimed_pod("slot-user", "3g.40gb", node="dra-dynamic"),
+        *claimed_pod("waiting", "2g.20gb", node="dra-static"),
+    )
+    wait_for(lambda: pod_phase(cp, "static-user") == "Running", "the static claim's pod to run")
+    wait_for(lambda: pod_phase(cp, "slot-user") == "Running", "the DynamicMIG claim's pod to run")
+    wait_for(lambda: unschedulable(cp, "waiting"), "the 2g.20gb claim to find no device")
+
+    snapshot = read_inventory(kube.connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
+    nodes = {n.name: n for n in snapshot.inventory.nodes}
+    assert nodes["dra-static"].gpus[0].in_use == {"3g.40gb@4": f"{NS}/static-user"}
+    (slot_gpu,) = nodes["dra-dynamic"].gpus
+    assert slot_gpu.uuid == "GPU-dynamic-0"
+    ((instance, holder),) = slot_gpu.in_use.items()
+    assert instance.startswith("3g.40gb@")
+    assert holder == f"{NS}/slot-user"
+    assert slot_gpu.layout == instance
+    pending = {p.name: p for p in snapshot.inventory.pending_pods if p.namespace == NS}
+    assert [(c.claim, c.count, c.profiles) for c in pending["waiting"].claims] == [
+        ("waiting", 1, ("2g.20gb",))
+    ]
+    assert "static-user" not in pending
+    assert "slot-user" not in pending
