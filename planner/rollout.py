@@ -97,8 +97,9 @@ def _benefit(gpus: Iterable[GpuPlan], wanted: set[str]) -> int:
     return sum(n for profile, n in created.items() if profile in wanted)
 
 
-def rollout_nodes(plan: Plan) -> list[NodeRollout]:
-    """A record per node the plan changes: nodes that evict nobody first, then the most
+def rollout_nodes(plan: Plan, *, every_node: bool = False) -> list[NodeRollout]:
+    """A record per node the plan changes (with `every_node`, per node it covers: DRA steer
+    mode keeps even unchanged GPUs to their layouts): nodes that evict nobody first, then the most
     beneficial (then fewest evictions, then name), so demand is met as early as the rollout
     allows.
 
@@ -111,10 +112,10 @@ def rollout_nodes(plan: Plan) -> list[NodeRollout]:
     by_node: dict[str, list[GpuPlan]] = {}
     for g in plan.gpus:
         by_node.setdefault(g.node, []).append(g)
-    wanted = {r.profile for r in plan.demand if r.requested}
+    wanted = {p for r in plan.demand if r.requested for p in (r.profile, *r.alternatives)}
     records = []
     for node, gpus in by_node.items():
-        if not any(g.changed for g in gpus):
+        if not every_node and not any(g.changed for g in gpus):
             continue
         records.append(
             NodeRollout(

@@ -337,6 +337,22 @@ class Actuator(StrEnum):
     MIG_MANAGER = "mig-manager"
 
 
+class DraMode(StrEnum):
+    """How a plan acts on nodes whose MIG devices NVIDIA's DRA driver publishes."""
+
+    STATIC = "static"
+    """The agent lays out the GPUs (static MIG devices); the DRA kubelet plugin republishes."""
+    STEER = "steer"
+    """DynamicMIG creates instances per claim; migplan taints the slots outside its plan
+    (DeviceTaintRules, NoSchedule) so the scheduler's first fit lands on the plan."""
+
+
+class DraSpec(CamelModel):
+    """Dynamic Resource Allocation: how the plan's layouts reach DRA nodes."""
+
+    mode: DraMode = Field(description="static (lay out MIG devices) or steer (DynamicMIG)")
+
+
 class PlanSpec(CamelModel):
     """spec of a GPUPartitionPlan."""
 
@@ -352,6 +368,11 @@ class PlanSpec(CamelModel):
         default=None,
         description="who changes the GPUs: the node agent, or NVIDIA's mig-manager; unset: the "
         "operator's --default-actuator (agent unless the install says otherwise)",
+    )
+    dra: DraSpec | None = Field(
+        default=None,
+        description="for GPUs NVIDIA's DRA driver publishes: lay them out (static) or steer "
+        "DynamicMIG's allocations with device taints (steer)",
     )
     dry_run: Annotated[
         bool, Field(strict=True, description="plan and report only; change nothing")
@@ -371,6 +392,11 @@ class PlanSpec(CamelModel):
         if not self.dry_run and self.window is None:
             raise ValueError(
                 "window: a plan that changes GPUs needs a maintenance window (or set dryRun: true)"
+            )
+        if self.dra is not None and self.actuator is Actuator.MIG_MANAGER:
+            raise ValueError(
+                "dra: mig-manager does not drive NVIDIA's DRA driver; leave actuator unset "
+                "(or agent) with dra.mode"
             )
         return self
 

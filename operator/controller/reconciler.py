@@ -26,6 +26,7 @@ from migplan.operator.controller.rollout import (
     NodeStepper,
     release_nodes,
 )
+from migplan.operator.dra import steer
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import Catalog
@@ -40,7 +41,7 @@ from migplan.planner.rollout import (
 )
 from migplan.planner.schedule import is_due, next_run, parse_timestamp, timestamp, window_state
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import Actuator, GPUPartitionPlan, duration_seconds
+from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan, duration_seconds
 
 log = structlog.get_logger("migplan.operator")
 
@@ -141,8 +142,13 @@ class PlanController:
         the geometry it has; its NodePartition stays, so its agent keeps reporting)."""
         with self._lock(name):
             released = release_nodes(self.api, plan=name)
+            untainted = (
+                steer.remove(self.api, plan=name) if kube.taint_rules_served(self.api) else 0
+            )
         if released:
             log.info("plan deleted mid-rollout: nodes uncordoned", plan=name, nodes=released)
+        if untainted:
+            log.info("plan deleted: its device taint rules removed", plan=name, rules=untainted)
         metrics.set_phase(name, None)
 
     def _replan(self, body: dict[str, Any], *, reason: str) -> None:
@@ -233,7 +239,8 @@ class PlanController:
         self, plan: Plan, manifest: GPUPartitionPlan, status: dict[str, Any], now: datetime
     ) -> dict[str, Any]:
         """The status fields of a fresh rollout of `plan` (nodes of an older one cleared)."""
-        records = rollout_nodes(plan)
+        steering = manifest.spec.dra is not None and manifest.spec.dra.mode is DraMode.STEER
+        records = rollout_nodes(plan, every_node=steering)
         if (manifest.spec.actuator or self.default_actuator) is Actuator.MIG_MANAGER:
             records = self._write_mig_configs(records, now)
         old = (status.get("rollout") or {}).get("nodes") or {}
@@ -378,6 +385,7 @@ class PlanController:
             mig_config_map=self.mig_config_map,
             gpu_operator=self.gpu_operator,
             mig_config_propagation=self.mig_config_propagation,
+            dra_mode=spec.dra.mode if spec.dra else None,
         )
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:

@@ -21,13 +21,15 @@ from typing import Any
 import structlog
 
 from migplan.operator.controller import metrics, mig_manager
+from migplan.operator.dra import steer
+from migplan.operator.dra.devices import DeviceKind
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.resources import is_mig_resource, resource_name
 from migplan.planner.rollout import NodeRollout, NodeStep
 from migplan.planner.schedule import parse_timestamp, timestamp
-from migplan.planner.spec import Actuator
+from migplan.planner.spec import Actuator, DraMode
 
 log = structlog.get_logger("migplan.rollout")
 
@@ -72,8 +74,15 @@ class NodeStepper:
     mig_config_propagation: float = 90.0
     """Seconds from writing mig-manager's ConfigMap until its mounted file shows the change
     (kubelet's sync period, 60 s by default, plus its cache)."""
+    dra_mode: DraMode | None = None
+    """`steer`: the node's GPUs are DynamicMIG's; its layouts are kept with device taints."""
     _refusals: dict[str, _Refusal] = field(default_factory=dict)
     """Per pod, the last refused eviction: why, how often, and when to try again."""
+
+    @property
+    def steering(self) -> bool:
+        """Whether nodes are steered with device taints instead of laid out."""
+        return self.dra_mode is DraMode.STEER
 
     def advance(self, record: NodeRollout) -> NodeRollout:
         """Take the node's steps until one has to wait or the node is finished; returns the
@@ -143,7 +152,11 @@ class NodeStepper:
     def _observed(
         self, node: str
     ) -> tuple[dict[int, str], dict[int, dict[str, str]], dict[str, Any]]:
-        """Layouts and in-use instances the node's agent reports, and its status."""
+        """Layouts and in-use instances the node's agent reports, and its status (for a
+        steered node: the instances its claims hold)."""
+        if self.steering:
+            layouts, in_use = steer.observed(self.api, node=node)
+            return layouts, in_use, {}
         found = kube.get_node_partition(self.api, name=node) or {}
         status = found.get("status") or {}
         gpus = status.get("gpus") or []
@@ -166,8 +179,19 @@ class NodeStepper:
                 "the node changed since planning (" + "; ".join(stale) + "): left as it is; "
                 "planned again after this rollout",
             )
-        if self.actuator is Actuator.AGENT and mig_manager.disable_on_node(
-            self.api, node=record.node
+        if self.steering and not any(
+            d.kind is DeviceKind.SLOT for d in steer.node_devices(self.api, node=record.node)
+        ):
+            return self._next(
+                record,
+                NodeStep.ROLLED_BACK,
+                "dra.mode steer, but NVIDIA's DRA driver publishes no DynamicMIG slots on the "
+                "node: left as it is",
+            )
+        if (
+            self.actuator is Actuator.AGENT
+            and not self.steering
+            and mig_manager.disable_on_node(self.api, node=record.node)
         ):
             self.events(
                 "Normal",
@@ -261,7 +285,38 @@ class NodeStepper:
             return self._next(record, NodeStep.EVICTING, message)
         return None
 
+    def _steer(self, record: NodeRollout) -> NodeRollout:
+        """Taint the node's slots outside its target layouts (untainting those inside)."""
+        desired = steer.desired_rules(
+            plan=self.plan,
+            node=record.node,
+            targets={t.index: t.layout for t in record.gpus},
+            devices=steer.node_devices(self.api, node=record.node),
+        )
+        created, deleted = steer.sync(self.api, plan=self.plan, node=record.node, desired=desired)
+        return self._next(
+            record,
+            NodeStep.VERIFYING,
+            f"{len(desired)} slots outside the plan tainted ({created} new, {deleted} untainted)",
+        )
+
+    def _verify_steer(self, record: NodeRollout) -> NodeRollout | None:
+        desired = steer.desired_rules(
+            plan=self.plan,
+            node=record.node,
+            targets={t.index: t.layout for t in record.gpus},
+            devices=steer.node_devices(self.api, node=record.node),
+        )
+        have = steer.existing(self.api, plan=self.plan, node=record.node)
+        if set(have) == set(desired):
+            return self._next(record, NodeStep.UNCORDONING, "steered")
+        if self._in_step(record) > self.agent_timeout:
+            return self._next(record, NodeStep.PARTITIONING, "the taint rules drifted: again")
+        return self._waiting(record, "waiting for the taint rules to be listed")
+
     def _partition(self, record: NodeRollout) -> NodeRollout | None:
+        if self.steering:
+            return self._steer(record)
         if self.actuator is Actuator.MIG_MANAGER:
             # The agent only reports on this node from now on: no target of its own to
             # enforce against what mig-manager makes.
@@ -419,6 +474,8 @@ class NodeStepper:
         )
 
     def _verify(self, record: NodeRollout) -> NodeRollout | None:
+        if self.steering:
+            return self._verify_steer(record)
         if self.actuator is Actuator.MIG_MANAGER:
             return self._verify_mig_manager(record)
         layouts, _, status = self._observed(record.node)

@@ -21,6 +21,7 @@ from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
+from migplan.operator.dra import steer
 from migplan.operator.kube import client as kube
 from migplan.planner.rollout import NodeRollout
 from migplan.planner.schedule import parse_timestamp
@@ -56,6 +57,10 @@ class PlanTicker:
         """Whether it has been told to tick (a follower's ticker waits for the lease)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._plans: set[str] | None = None
+        """The plans the last round saw (None before the first round)."""
+        self._steering = False
+        """Whether the API server serves DeviceTaintRules (checked on the first round)."""
 
     def beat(self) -> None:
         """The ticker made progress."""
@@ -92,6 +97,7 @@ class PlanTicker:
             if self.cordons is not None:
                 for node in (n for n, o in cordoned.items() if o == owner):
                     self.cordons.forget(node)  # released, or already gone
+        self._remove_orphan_taint_rules(names)
         metrics.set_invariants(
             rollout_invariants(
                 plans=plans,  # as the round began: no second list per round
@@ -99,6 +105,31 @@ class PlanTicker:
                 now=self.controller.clock(),
             )
         )
+
+    def _remove_orphan_taint_rules(self, names: set[str]) -> None:
+        """Delete the DeviceTaintRules of plans that are gone (DRA steer mode): every rule is
+        checked on the first round, then the plans that disappeared since the last round."""
+        api = self.controller.api
+        if self._plans is None:
+            self._steering = kube.taint_rules_served(api)
+            owners = (
+                {
+                    str(r["metadata"]["labels"][steer.PLAN_LABEL])
+                    for r in kube.list_taint_rules(api, label_selector=steer.PLAN_LABEL)
+                }
+                if self._steering
+                else set()
+            )
+            gone = owners - {steer.label_value(n) for n in names}
+        else:
+            gone = {steer.label_value(n) for n in self._plans - names}
+        self._plans = set(names)
+        if not self._steering:
+            return
+        for plan in sorted(gone):
+            removed = steer.remove(api, plan=plan)
+            if removed:
+                log.info("plan gone: its device taint rules removed", plan=plan, rules=removed)
 
     def _cordoned(self) -> dict[str, str]:
         """Node -> the plan holding it cordoned: from the watch's index when it has heard

@@ -375,6 +375,54 @@ def list_dra(api: client.ApiClient, *, plural: str) -> list[dict[str, Any]]:
     return list(cast(dict[str, Any], found)["items"])
 
 
+TAINT_RULES = ("v1beta2", "devicetaintrules")
+"""DeviceTaintRule: resource.k8s.io/v1beta2 in Kubernetes 1.36, behind the DRADeviceTaintRules
+feature gate (off by default)."""
+
+
+def taint_rules_served(api: client.ApiClient) -> bool:
+    """Whether the API server serves DeviceTaintRules (resource.k8s.io/v1beta2)."""
+    try:
+        found = client.CustomObjectsApi(api).get_api_resources(DRA_GROUP, TAINT_RULES[0])
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return False
+        raise
+    return any(r.name == TAINT_RULES[1] for r in found.resources or [])
+
+
+def list_taint_rules(api: client.ApiClient, *, label_selector: str) -> list[dict[str, Any]]:
+    """DeviceTaintRules matching `label_selector`."""
+    found = client.CustomObjectsApi(api).list_cluster_custom_object(
+        DRA_GROUP, TAINT_RULES[0], TAINT_RULES[1], label_selector=label_selector
+    )
+    return list(cast(dict[str, Any], found)["items"])
+
+
+@retrying
+def create_taint_rule(api: client.ApiClient, *, body: dict[str, Any]) -> None:
+    """Create a DeviceTaintRule; one that exists already counts as made."""
+    try:
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            DRA_GROUP, TAINT_RULES[0], TAINT_RULES[1], body
+        )
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+@retrying
+def delete_taint_rule(api: client.ApiClient, *, name: str) -> None:
+    """Delete a DeviceTaintRule; one already gone counts as deleted."""
+    try:
+        client.CustomObjectsApi(api).delete_cluster_custom_object(
+            DRA_GROUP, TAINT_RULES[0], TAINT_RULES[1], name
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def get_plan(api: client.ApiClient, *, name: str) -> dict[str, Any] | None:
     """The GPUPartitionPlan `name`, or None if it is gone."""
     try:

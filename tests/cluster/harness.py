@@ -44,6 +44,14 @@ START_TIMEOUT = 90.0
 PR_SET_PDEATHSIG = 1
 
 
+DRA_TAINT_RULES = "--feature-gates=DRADeviceTaintRules=true"
+"""DeviceTaintRules (beta, off by default in 1.36): what migplan's DRA `steer` mode writes to
+keep the scheduler off slots outside the plan. The API server, the scheduler (which applies
+the rules when allocating) and the controller-manager (which evicts for NoExecute) all need it."""
+DRA_STEER_FLAGS = (DRA_TAINT_RULES, "--runtime-config=resource.k8s.io/v1beta2=true")
+"""...and the API server serves DeviceTaintRule at resource.k8s.io/v1beta2 (off by default)."""
+
+
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message says why."""
 
@@ -370,6 +378,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
+                *DRA_STEER_FLAGS,
             ],
         )
         self._wait_api("/readyz")
@@ -388,6 +397,7 @@ class ControlPlane:
             "-node-route-controller",
             "--node-monitor-grace-period=40s",
             "--profiling=false",
+            DRA_TAINT_RULES,
         ]
         self._spawn("kube-controller-manager", controllers)
         self._spawn(
@@ -401,6 +411,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={_free_port()}",
                 "--profiling=false",
+                DRA_TAINT_RULES,
             ],
         )
         self._spawn(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client import REGISTRY
 
 from migplan.operator.controller import ticker as ticker_module
@@ -39,6 +40,11 @@ class _Controller:
         return datetime(2026, 11, 24, tzinfo=UTC)
 
 
+@pytest.fixture(autouse=True)
+def _no_dra(monkeypatch) -> None:
+    monkeypatch.setattr(ticker_module.kube, "taint_rules_served", lambda api: False)
+
+
 def test_a_round_reads_cordons_from_the_index_and_releases_orphans(monkeypatch) -> None:
     released: list[str] = []
     monkeypatch.setattr(
@@ -71,3 +77,22 @@ def test_before_the_watch_has_spoken_a_round_lists_the_nodes(monkeypatch) -> Non
     monkeypatch.setattr(ticker_module.kube, "list_nodes", lambda api, label_selector: [node])
     PlanTicker(_Controller(), interval=1.0, cordons=CordonIndex()).tick_all()
     assert REGISTRY.get_sample_value("migplan_nodes_cordoned") == 1
+
+
+def test_taint_rules_of_plans_that_are_gone_are_removed(monkeypatch) -> None:
+    plans = [{"metadata": {"name": "live"}}, {"metadata": {"name": "other"}}]
+    removed: list[str] = []
+    monkeypatch.setattr(ticker_module.kube, "taint_rules_served", lambda api: True)
+    monkeypatch.setattr(ticker_module.kube, "list_plans", lambda api: list(plans))
+    monkeypatch.setattr(ticker_module.kube, "list_nodes", lambda api, label_selector: [])
+    rules = [{"metadata": {"labels": {"migplan.io/plan": p}}} for p in ("live", "gone")]
+    monkeypatch.setattr(ticker_module.kube, "list_taint_rules", lambda api, label_selector: rules)
+    monkeypatch.setattr(ticker_module.steer, "remove", lambda api, plan: removed.append(plan) or 1)
+    ticker = PlanTicker(_Controller(), interval=1.0, cordons=CordonIndex())
+    ticker.tick_all()  # the first round checks every rule
+    assert removed == ["gone"]
+    ticker.tick_all()
+    assert removed == ["gone"]  # nothing disappeared
+    plans.pop()
+    ticker.tick_all()  # a plan deleted since the last round
+    assert removed == ["gone", "other"]
