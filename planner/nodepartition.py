@@ -36,6 +36,11 @@ class NodePartitionSpec(CamelModel):
     evicted_pods: tuple[str, ...] = Field(
         default=(), description="pods (namespace/name) evicted so their instances may go"
     )
+    dra: bool = Field(
+        default=False,
+        description="NVIDIA's DRA driver publishes the MIG devices (dra.mode static): restart "
+        "its kubelet plugin, not the device plugin, and check its ResourceSlices",
+    )
 
 
 class Condition(CamelModel):

@@ -64,3 +64,30 @@ class GpuOperatorComponents:
             )
         self.feature_discovery_seen = bool(restarted.get("gpu-feature-discovery"))
         log.info("components restarted", node=node, pods=restarted, cdi=bool(self.cdi_command))
+
+
+DRA_PLUGIN_NAMESPACE = "nvidia-dra-driver-gpu"
+DRA_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+"""NVIDIA's DRA driver chart labels its kubelet-plugin DaemonSet's pods so."""
+
+
+class DraPluginRestarter:
+    """Restart NVIDIA's DRA kubelet plugin on a node (deleting its pod there; the DaemonSet
+    makes a new one, which publishes the node's MIG devices afresh)."""
+
+    feature_discovery_seen = False
+
+    def __init__(self, *, api: Any, namespace: str, selector: str) -> None:
+        self._api, self.namespace, self.selector = api, namespace, selector
+
+    def restart(self, node: str) -> None:
+        """Delete the kubelet plugin's pod on `node`."""
+        deleted = kube.delete_pods(
+            self._api, namespace=self.namespace, label_selector=self.selector, node=node
+        )
+        if not deleted:
+            raise ComponentRestartError(
+                f"no DRA kubelet plugin pod ({self.selector}) in namespace {self.namespace} "
+                f"on node {node}"
+            )
+        log.info("DRA kubelet plugin restarted", node=node, pods=deleted)

@@ -17,6 +17,7 @@ import structlog
 from migplan.operator.agent.metrics import record_pass
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
 from migplan.operator.conditions import keep_transition_times
+from migplan.operator.dra.devices import DeviceKind, slice_devices
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
@@ -69,6 +70,8 @@ class NodeAgent:
     bindings: Bindings
     device_plugin: DevicePlugin
     allocatable_timeout: float = 60.0
+    dra_plugin: DevicePlugin | None = None
+    """Restarts NVIDIA's DRA kubelet plugin on the node (for NodePartitions with `dra`)."""
     profile_differences: list[str] | None = field(default=None, init=False)
     """How NVML's profiles differ from profiles/, checked on the first pass."""
     restart_pending: bool = field(default=False, init=False)
@@ -92,14 +95,15 @@ class NodeAgent:
         changed = any(o.steps for o in outcomes)
         phases = {o.phase for o in outcomes} or {GpuPhase.CONVERGED}
         conditions = []
-        restart_error = self._restart_components(changed)
+        restart_error = self._restart_components(changed, dra=spec.dra)
         if restart_error is not None:
             phase = "Failed"
             conditions.append(
                 _condition("Ready", False, "ComponentsNotRestarted", restart_error, generation)
             )
         elif phases == {GpuPhase.CONVERGED}:
-            ready, message = self._allocatable_matches(observed)
+            check = self._slices_match if spec.dra else self._allocatable_matches
+            ready, message = check(observed)
             phase = "Applied" if ready else "WaitingForDevicePlugin"
             conditions.append(
                 _condition(
@@ -148,17 +152,25 @@ class NodeAgent:
         )
         return status
 
-    def _restart_components(self, changed: bool) -> str | None:
-        """Restart the components after a change (again on a later pass if that failed);
-        why it failed, if it did."""
+    def _restart_components(self, changed: bool, *, dra: bool = False) -> str | None:
+        """Restart the components after a change (again on a later pass if that failed):
+        the device plugin and its companions, or NVIDIA's DRA kubelet plugin; why it
+        failed, if it did."""
         self.restart_pending = self.restart_pending or changed
         if not self.restart_pending:
             return None
+        if dra and self.dra_plugin is None:
+            return "the agent was started without a DRA kubelet plugin to restart (--dra-plugin)"
         try:
-            self.device_plugin.restart(self.node)
+            (self.dra_plugin if dra and self.dra_plugin else self.device_plugin).restart(self.node)
         except Exception as exc:  # reported in status; retried on the next pass
             log.error("restarting components failed", node=self.node, error=str(exc))
-            return f"restarting the device plugin and the other GPU components failed: {exc}"
+            what = (
+                "the DRA kubelet plugin"
+                if dra
+                else "the device plugin and the other GPU components"
+            )
+            return f"restarting {what} failed: {exc}"
         self.restart_pending = False
         return None
 
@@ -289,6 +301,31 @@ class NodeAgent:
                     f"GFD labels nvidia.com/mig-*.count {dict(labels)} != NVML {dict(want)}",
                 )
             time.sleep(0.5)
+
+    def _slices_match(self, observed: list[GpuObserved]) -> tuple[bool, str]:
+        """Wait until NVIDIA's DRA driver publishes exactly the MIG instances NVML shows."""
+        want = {(g.uuid, str(i)) for g in observed for i in Layout.parse(g.layout).instances}
+        deadline = time.monotonic() + self.allocatable_timeout
+        while True:
+            have = published_instances(self.api, node=self.node)
+            if have == want:
+                return True, "NVML and the DRA driver's ResourceSlices agree"
+            if time.monotonic() > deadline:
+                return False, (
+                    f"ResourceSlices publish {sorted(i for _, i in have)}, NVML has "
+                    f"{sorted(i for _, i in want)}"
+                )
+            time.sleep(0.5)
+
+
+def published_instances(api: Any, *, node: str) -> set[tuple[str | None, str]]:
+    """(GPU UUID, instance) of every static MIG device NVIDIA's DRA driver publishes."""
+    devices = slice_devices(kube.list_dra(api, plural="resourceslices"))
+    return {
+        (d.parent_uuid, str(d.instance))
+        for d in devices
+        if d.node == node and d.kind is DeviceKind.MIG and d.instance is not None
+    }
 
 
 def _mig_count_labels(labels: Mapping[str, str]) -> Counter[str]:

@@ -8,7 +8,12 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.agent.components import GpuOperatorComponents
+from migplan.operator.agent.components import (
+    DRA_PLUGIN_NAMESPACE,
+    DRA_PLUGIN_SELECTOR,
+    DraPluginRestarter,
+    GpuOperatorComponents,
+)
 from migplan.operator.agent.loop import Health, run, serve_liveness
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli import gpu_operator_options as gpu
@@ -58,6 +63,20 @@ def agent(
     device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
     gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
     dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
+    dra_plugin_namespace: Annotated[
+        str,
+        typer.Option(
+            help="Namespace of NVIDIA's DRA driver: its kubelet plugin is restarted after a "
+            "change on nodes a dra.mode static plan lays out.",
+            rich_help_panel=gpu.PANEL,
+        ),
+    ] = DRA_PLUGIN_NAMESPACE,
+    dra_plugin_selector: Annotated[
+        str,
+        typer.Option(
+            help="Label selector of the DRA kubelet plugin's pods.", rich_help_panel=gpu.PANEL
+        ),
+    ] = DRA_PLUGIN_SELECTOR,
     cdi_command: Annotated[
         str | None,
         typer.Option(
@@ -77,7 +96,8 @@ def agent(
     holds (unless the operator evicted that pod), creates instances at exact placements,
     restarts the device plugin, GPU feature discovery and dcgm-exporter (after regenerating
     the CDI spec, if --cdi-command says how), checks the node's allocatable resources and GFD's
-    labels, and reports status.
+    labels, and reports status. For a plan with dra.mode static it restarts NVIDIA's DRA
+    kubelet plugin instead and checks the node's ResourceSlices.
     """
     catalog = state(ctx).catalog
     api = kube.connect(kubeconfig=kubeconfig)
@@ -121,6 +141,9 @@ def agent(
                     dcgm_exporter=dcgm_exporter_selector,
                 ),
                 cdi_command=cdi_command,
+            ),
+            dra_plugin=DraPluginRestarter(
+                api=api, namespace=dra_plugin_namespace, selector=dra_plugin_selector
             ),
         )
     if once:

@@ -353,6 +353,7 @@ class NodeStepper:
                     t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in record.gpus
                 ],
                 "evictedPods": list(record.evict),
+                **({"dra": True} if self.dra_mode is DraMode.STATIC else {}),
             },
         }
         kube.apply_node_partition(self.api, body=body)
@@ -549,6 +550,8 @@ class NodeStepper:
         kube.apply_node_partition(self.api, body={**found, "spec": spec})
 
     def _allocatable_mismatch(self, node: str, layouts: dict[int, str]) -> str | None:
+        if self.dra_mode is DraMode.STATIC:
+            return self._published_mismatch(node, layouts)
         want: Counter[str] = Counter()
         for layout in layouts.values():
             want.update(resource_name(i.profile) for i in Layout.parse(layout).instances)
@@ -557,6 +560,17 @@ class NodeStepper:
         if have == want:
             return None
         return f"waiting for the device plugin: node offers {dict(have)}, NVML has {dict(want)}"
+
+    def _published_mismatch(self, node: str, layouts: dict[int, str]) -> str | None:
+        """Whether NVIDIA's DRA driver publishes the node's instances (static MIG devices)."""
+        devices = [d for d in steer.node_devices(self.api, node=node) if d.kind is DeviceKind.MIG]
+        have = sorted(f"{d.minor}:{d.instance}" for d in devices)
+        want = sorted(
+            f"{i}:{x}" for i, layout in layouts.items() for x in Layout.parse(layout).instances
+        )
+        if have == want:
+            return None
+        return f"waiting for the DRA kubelet plugin: it publishes {have}, NVML has {want}"
 
     def _uncordon(self, record: NodeRollout) -> NodeRollout:
         self._release(record.node)

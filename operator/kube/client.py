@@ -423,6 +423,20 @@ def delete_taint_rule(api: client.ApiClient, *, name: str) -> None:
             raise
 
 
+@retrying
+def apply_resource_slice(api: client.ApiClient, *, body: dict[str, Any]) -> None:
+    """Create the ResourceSlice, or replace it where it exists (the simulated DRA plugin)."""
+    objects = client.CustomObjectsApi(api)
+    try:
+        objects.create_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", body)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        objects.replace_cluster_custom_object(
+            DRA_GROUP, DRA_VERSION, "resourceslices", body["metadata"]["name"], body
+        )
+
+
 def get_plan(api: client.ApiClient, *, name: str) -> dict[str, Any] | None:
     """The GPUPartitionPlan `name`, or None if it is gone."""
     try:

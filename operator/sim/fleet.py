@@ -16,19 +16,33 @@ from typing import Any
 
 import structlog
 
-from migplan.operator.agent.node import NodeAgent
+from migplan.operator.agent.node import Bindings, NodeAgent
 from migplan.operator.agent.reconcile import reconcile_gpu
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
+from migplan.operator.sim.dra_plugin import SimulatedDraPlugin
 from migplan.planner.catalog import Catalog
-from migplan.planner.layout import Layout
+from migplan.planner.layout import Instance, Layout
 
 log = structlog.get_logger("migplan.sim")
 
 
 def _same(fake: FakeNvml) -> FakeNvml:
     return fake
+
+
+class _Both:
+    """Holders from the device plugin and from DRA claims, as kubelet lists both."""
+
+    def __init__(self, *sources: Bindings) -> None:
+        self._sources = sources
+
+    def bindings(self, node: str) -> dict[tuple[int, Instance], str]:
+        found: dict[tuple[int, Instance], str] = {}
+        for source in self._sources:
+            found.update(source.bindings(node))
+        return found
 
 
 def emulated_node(models: list[str], layouts: list[str], *, catalog: Catalog) -> FakeNvml:
@@ -56,21 +70,26 @@ class SimulatedFleet:
         catalog: Catalog,
         interval: float = 0.5,
         workers: int = 1,
+        dra: bool = False,
     ) -> None:
         self.nodes = nodes
         self.workers = workers
         """Nodes swept at once: each node's agent waits on the API in turn, so a fleet of
         a thousand takes minutes per sweep with one."""
         self.plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
+        self.dra = SimulatedDraPlugin(api=api, nodes=nodes, catalog=catalog) if dra else None
+        """NVIDIA's DRA kubelet plugin (static MIG devices), where the fleet runs one."""
+        bindings: Bindings = self.plugin if self.dra is None else _Both(self.plugin, self.dra)
         self.agents = {
             name: NodeAgent(
                 api=api,
                 node=name,
                 nvml=functools.partial(_same, fake),
                 catalog=catalog,
-                bindings=self.plugin,
+                bindings=bindings,
                 device_plugin=self.plugin,
                 allocatable_timeout=5.0,
+                dra_plugin=self.dra,
             )
             for name, fake in nodes.items()
         }
@@ -93,6 +112,8 @@ class SimulatedFleet:
     def _visit(self, name: str) -> None:
         try:
             self.plugin.sync(name)
+            if self.dra is not None:
+                self.dra.sync(name)
             for hook in self.hooks:
                 hook(name)
             self.agents[name].run_once()
@@ -104,6 +125,8 @@ class SimulatedFleet:
         """Publish every node's resources and sweep in the background until `stop`."""
         for name in self.nodes:
             self.plugin.publish(name)
+            if self.dra is not None:
+                self.dra.publish(name)
 
         def loop() -> None:
             while not self._stop.is_set():

@@ -61,10 +61,11 @@ def build_pool(
     *,
     labels: dict[str, str] | None = None,
     kubeconfig: Path | None = None,
+    dra: bool = False,
 ) -> SimulatedFleet:
     """One-GPU H100 nodes labelled for `pool` (and `labels`), with the given layouts, their
     fleet running (its agents and device plugin talking to the API as `kubeconfig` says, the
-    admin by default)."""
+    admin by default); with `dra`, NVIDIA's DRA kubelet plugin publishes their MIG devices."""
     catalog = default_catalog()
     apply(
         cp,
@@ -81,7 +82,9 @@ def build_pool(
     for name in layouts:
         bootstrap.ensure(node=name, uid=kube.get_node(api, name=name).metadata.uid)
     fleet_api = kube.connect(kubeconfig=str(kubeconfig)) if kubeconfig else api
-    fleet = SimulatedFleet(api=fleet_api, nodes=nodes, catalog=catalog, interval=0.3).start()
+    fleet = SimulatedFleet(
+        api=fleet_api, nodes=nodes, catalog=catalog, interval=0.3, dra=dra
+    ).start()
     wait_for(lambda: reported(cp) >= set(layouts), "the agents' first report")
     wait_for(lambda: ready(cp, *layouts), "the nodes to be Ready")
     return fleet
