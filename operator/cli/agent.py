@@ -66,6 +66,7 @@ def agent(
     dra_plugin_namespace: Annotated[
         str,
         typer.Option(
+            envvar="MIGPLAN_DRA_PLUGIN_NAMESPACE",
             help="Namespace of NVIDIA's DRA driver: its kubelet plugin is restarted after a "
             "change on nodes a dra.mode static plan lays out.",
             rich_help_panel=gpu.PANEL,
@@ -74,7 +75,9 @@ def agent(
     dra_plugin_selector: Annotated[
         str,
         typer.Option(
-            help="Label selector of the DRA kubelet plugin's pods.", rich_help_panel=gpu.PANEL
+            envvar="MIGPLAN_DRA_PLUGIN_SELECTOR",
+            help="Label selector of the DRA kubelet plugin's pods.",
+            rich_help_panel=gpu.PANEL,
         ),
     ] = DRA_PLUGIN_SELECTOR,
     cdi_command: Annotated[

@@ -25,6 +25,7 @@ EVERYTHING = (
     "gpuOperator.enabled=true",
     "migManager.enabled=true",
     "operator.metricsAuth=kubernetes",
+    "draDriver.enabled=true",
 )
 # deploy/ variants and the chart values that must render the same objects.
 VARIANTS = {
@@ -166,6 +167,7 @@ def test_chart_with_every_option_passes_the_api_servers_dry_run(
     assert env["MIGPLAN_GPU_OPERATOR_NAMESPACE"] == "nvidia-gpu"
     assert env["MIGPLAN_DEVICE_PLUGIN_SELECTOR"] == "app.kubernetes.io/name=device-plugin"
     assert env["MIGPLAN_CDI_COMMAND"] == "/host/nvidia-ctk cdi generate"
+    assert env["MIGPLAN_DRA_PLUGIN_NAMESPACE"] == "nvidia-dra-driver-gpu"
     assert "MIGPLAN_GFD_SELECTOR" not in env  # unset: the agent's default
     assert {"name": "toolkit", "mountPath": "/host"} in agent["containers"][0]["volumeMounts"]
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
@@ -174,6 +176,8 @@ def test_chart_with_every_option_passes_the_api_servers_dry_run(
     agent_ns = [o for o in objects if o["kind"] == "Namespace"]
     # ... nor the GPU Operator's, which its own install makes.
     agent_ns.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nvidia-gpu"}})
+    dra = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nvidia-dra-driver-gpu"}}
+    agent_ns.append(dra)
     cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(agent_ns))
     rest = [o for o in objects if o["kind"] not in ("CustomResourceDefinition", "Namespace")]
     dry = cp.kubectl(

@@ -20,6 +20,10 @@ AGENT = "system:serviceaccount:migplan-agent:migplan-agent"
 EVERYTHING = ROOT / "tests" / "cluster" / "overlays" / "everything"
 
 
+DRA = "nvidia-dra-driver-gpu"
+"""Where NVIDIA's DRA driver runs (its kubelet plugin: dra.mode static)."""
+
+
 def ensure_namespace(cp, name: str) -> None:
     cp.kubectl(
         "apply",
@@ -35,6 +39,7 @@ def deployed(control_plane):
     Operator would bring: its namespace and the `nvidia` RuntimeClass."""
     cp = control_plane
     ensure_namespace(cp, "gpu-operator")
+    ensure_namespace(cp, "nvidia-dra-driver-gpu")
     cp.kubectl(
         "apply",
         "-f",
@@ -90,6 +95,8 @@ OPERATOR_MAY = [
     ("create", "events", "default"),
     ("patch", "clusterkopfpeerings.kopf.dev", None),
     ("create", "configmaps", "gpu-operator"),
+    ("list", "resourceclaims.resource.k8s.io", None),
+    ("create", "devicetaintrules.resource.k8s.io", None),
 ]
 OPERATOR_MUST_NOT = [
     ("get", "secrets", "default"),
@@ -107,6 +114,8 @@ AGENT_MAY = [
     ("patch", "nodepartitions.migplan.io/status", None),
     ("get", "nodes", None),
     ("delete", "pods", "gpu-operator"),  # components/gpu-operator; the policy narrows it
+    ("delete", "pods", "nvidia-dra-driver-gpu"),  # components/nvidia-dra-driver; likewise
+    ("list", "resourceslices.resource.k8s.io", None),
     ("create", "events", "default"),
 ]
 AGENT_MUST_NOT = [
@@ -117,6 +126,8 @@ AGENT_MUST_NOT = [
     ("update", "nodepartitions.migplan.io", None),
     ("patch", "gpupartitionplans.migplan.io", None),
     ("create", "pods", "gpu-operator"),
+    ("create", "resourceslices.resource.k8s.io", None),
+    ("list", "resourceclaims.resource.k8s.io", None),
 ]
 
 
@@ -348,17 +359,19 @@ def agent_on_node_a(deployed):
     for node in ("vap-a", "vap-b"):
         apply(cp, gpu_node(node, product="H100", pool="vap"))
         report_partition(cp, node)
-        for name, app in (
-            (f"plugin-{node}", "nvidia-device-plugin-daemonset"),
-            (f"gfd-{node}", "gpu-feature-discovery"),
-            (f"other-{node}", "nvidia-driver-daemonset"),
+        for name, namespace, labels in (
+            (f"plugin-{node}", "gpu-operator", {"app": "nvidia-device-plugin-daemonset"}),
+            (f"gfd-{node}", "gpu-operator", {"app": "gpu-feature-discovery"}),
+            (f"other-{node}", "gpu-operator", {"app": "nvidia-driver-daemonset"}),
+            (f"dra-{node}", DRA, {"nvidia-dra-driver-gpu-component": "kubelet-plugin"}),
+            (f"dra-ctl-{node}", DRA, {"nvidia-dra-driver-gpu-component": "controller"}),
         ):
             apply(
                 cp,
                 {
                     "apiVersion": "v1",
                     "kind": "Pod",
-                    "metadata": {"name": name, "namespace": "gpu-operator", "labels": {"app": app}},
+                    "metadata": {"name": name, "namespace": namespace, "labels": labels},
                     "spec": {
                         "nodeName": node,
                         "containers": [{"name": "c", "image": "registry.invalid/p"}],
@@ -377,6 +390,7 @@ def agent_on_node_a(deployed):
             for p in ("plugin", "gfd", "other")
             for n in ("vap-a", "vap-b")
         ),
+        *(("pod", f"{p}-{n}", DRA) for p in ("dra", "dra-ctl") for n in ("vap-a", "vap-b")),
     ):
         cp.kubectl(
             "delete", kind, name, "-n", namespace, "--force", "--grace-period=0", check=False
@@ -414,19 +428,22 @@ def test_the_agent_may_report_only_its_own_nodes_partition(deployed, agent_on_no
 
 
 @pytest.mark.parametrize(
-    ("pod", "allowed"),
+    ("pod", "namespace", "allowed"),
     [
-        ("plugin-vap-a", True),
-        ("gfd-vap-a", True),
-        ("plugin-vap-b", False),
-        ("other-vap-a", False),
+        ("plugin-vap-a", "gpu-operator", True),
+        ("gfd-vap-a", "gpu-operator", True),
+        ("plugin-vap-b", "gpu-operator", False),
+        ("other-vap-a", "gpu-operator", False),
+        ("dra-vap-a", DRA, True),
+        ("dra-vap-b", DRA, False),
+        ("dra-ctl-vap-a", DRA, False),
     ],
 )
 def test_the_agent_may_delete_only_the_gpu_components_on_its_node(
-    deployed, agent_on_node_a, pod, allowed
+    deployed, agent_on_node_a, pod, namespace, allowed
 ) -> None:
     result = as_agent(
-        deployed, agent_on_node_a, "delete", "pod", pod, "-n", "gpu-operator", "--dry-run=server"
+        deployed, agent_on_node_a, "delete", "pod", pod, "-n", namespace, "--dry-run=server"
     )
     assert (result.returncode == 0) is allowed, result.stderr
     if not allowed:
