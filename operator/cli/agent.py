@@ -134,7 +134,7 @@ def agent(
             node=node,
             nvml=lambda: nvml,
             catalog=catalog,
-            bindings=PodResourcesBindings(nvml=nvml, catalog=catalog),
+            bindings=PodResourcesBindings(nvml=nvml, catalog=catalog, api=api),
             device_plugin=GpuOperatorComponents(
                 api=api,
                 settings=GpuOperatorSettings(

@@ -9,48 +9,42 @@ from pathlib import Path
 
 import grpc
 
-from migplan.operator.agent.podresources import (
-    FIELDS,
-    LIST_METHOD,
-    MESSAGES,
-    PodResourcesBindings,
-)
+from migplan.operator.agent import podresources
+from migplan.operator.agent.podresources import LIST_METHOD, PodResourcesBindings
+from migplan.operator.agent.podresources_v1 import KUBELET_MODULE_VERSION, api_pb2
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
 from migplan.planner.layout import Instance
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def kubelet_proto() -> str:
-    """api.proto of the kubelet module pinned with the control plane (in the Go cache)."""
+def pinned_kubelet() -> str:
+    """The k8s.io/kubelet module version of the Kubernetes the control plane runs."""
     versions = dict(
         line.split("=", 1)
         for line in (ROOT / "tests" / "cluster" / "versions.env").read_text().splitlines()
         if "=" in line and not line.startswith("#")
     )
-    minor = versions["KUBERNETES_VERSION"].removeprefix("v1.")
+    return "v0." + versions["KUBERNETES_VERSION"].removeprefix("v1.")
+
+
+def test_the_bindings_are_generated_from_the_pinned_kubelet_api() -> None:
+    # scripts/gen-podresources makes them; re-run it when the Kubernetes pin moves.
+    assert pinned_kubelet() == KUBELET_MODULE_VERSION
     cache = subprocess.run(
         ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    path = Path(cache) / f"k8s.io/kubelet@v0.{minor}/pkg/apis/podresources/v1/api.proto"
-    assert path.exists(), f"{path} missing: tests/cluster/build.sh downloads it"
-    return path.read_text()
-
-
-def test_field_numbers_match_the_kubelet_api() -> None:
-    proto = kubelet_proto()
-    for message, fields in FIELDS.items():
-        block = re.search(rf"message {message} \{{(.*?)\n\}}", proto, re.S)
-        assert block, message
-        declared = {
-            m[1]: int(m[2])
-            for m in re.finditer(
-                r"^\s*(?:repeated |optional )?[\w.]+ (\w+) = (\d+);", block.group(1), re.M
-            )
-        }
-        for name, number, *_ in fields:
-            assert declared[name] == number, (message, name)
+    upstream = Path(cache) / f"k8s.io/kubelet@{KUBELET_MODULE_VERSION}"
+    upstream = upstream / "pkg/apis/podresources/v1/api.proto"
+    assert upstream.exists(), f"{upstream} missing: tests/cluster/build.sh downloads it"
+    vendored = ROOT / "operator" / "agent" / "podresources_v1" / "api.proto"
+    assert vendored.read_text() == upstream.read_text()
+    fields = {f.name: f.number for f in api_pb2.ContainerResources.DESCRIPTOR.fields}
+    assert fields["dynamic_resources"] == int(
+        re.search(r"repeated DynamicResource dynamic_resources = (\d+);", upstream.read_text())[1]
+    )
 
 
 def serve(tmp_path: Path, response) -> tuple[grpc.Server, str]:
@@ -60,7 +54,7 @@ def serve(tmp_path: Path, response) -> tuple[grpc.Server, str]:
         {
             "List": grpc.unary_unary_rpc_method_handler(
                 lambda request, context: response,
-                request_deserializer=MESSAGES["ListPodResourcesRequest"].FromString,
+                request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
                 response_serializer=lambda m: m.SerializeToString(),
             )
         },
@@ -79,7 +73,7 @@ def test_bindings_map_mig_device_ids_to_instances(tmp_path, catalog) -> None:
         nvml.create_instance(0, profile_id=19, start=6, size=1)
         by_gi = {gi: uuid for uuid, gi in nvml.mig_devices(0).items()}
         three_g = next(g.id for g in nvml.instances(0) if g.start == 0)
-    response = MESSAGES["ListPodResourcesResponse"]()
+    response = api_pb2.ListPodResourcesResponse()
     pod = response.pod_resources.add(name="train-0", namespace="ml")
     container = pod.containers.add(name="main")
     container.devices.add(resource_name="nvidia.com/mig-3g.40gb", device_ids=[by_gi[three_g]])
@@ -91,3 +85,36 @@ def test_bindings_map_mig_device_ids_to_instances(tmp_path, catalog) -> None:
         server.stop(None)
     assert LIST_METHOD == "/v1.PodResourcesLister/List"
     assert found == {(0, Instance(0, "3g.40gb")): "ml/train-0"}
+
+
+def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
+    tmp_path, catalog, monkeypatch
+) -> None:
+    fake = FakeNvml(["H100-80GB"], mig=True)
+    with NvmlAdapter(fake) as nvml:
+        nvml.create_instance(0, profile_id=9, start=4, size=4)
+        nvml.create_instance(0, profile_id=19, start=0, size=1)
+        uuid = nvml.devices()[0].uuid
+    gpu = PublishedGpu(
+        minor=0,
+        uuid=uuid,
+        model=catalog.model("H100-80GB"),
+        instances=[(Instance(4, "3g.40gb"), "MIG-a"), (Instance(0, "1g.10gb"), "MIG-b")],
+    )
+    slices = resource_slices("node-1", [gpu], mode="static")
+    monkeypatch.setattr(podresources.kube, "list_dra", lambda api, plural: slices)
+    response = api_pb2.ListPodResourcesResponse()
+    container = response.pod_resources.add(name="infer", namespace="ml").containers.add(name="c")
+    claim = container.dynamic_resources.add(claim_name="infer-gpu", claim_namespace="ml")
+    claim.claim_resources.add(
+        driver_name="gpu.nvidia.com", pool_name="node-1", device_name="gpu-0-mig-9-4-4"
+    )
+    claim.claim_resources.add(driver_name="other.example.com", pool_name="p", device_name="d")
+    server, socket = serve(tmp_path, response)
+    try:
+        found = PodResourcesBindings(
+            nvml=fake, catalog=catalog, socket=socket, api=object()
+        ).bindings("node-1")
+    finally:
+        server.stop(None)
+    assert found == {(0, Instance(4, "3g.40gb")): "ml/infer"}
