@@ -3,10 +3,10 @@ scheduler allocates claims from them, and migplan reads held instances and pendi
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from dra_objects import MIG_CLASS, claim, claim_pod, pod_phase, unschedulable
 from nodes import gpu_node, report_partition
+from pools import apply
 from waiting import wait_for
 
 from migplan.operator.cluster_inventory import read_inventory
@@ -20,91 +20,19 @@ pytestmark = pytest.mark.cluster
 CATALOG = default_catalog()
 H100 = CATALOG.model("H100-80GB")
 NS = "dra"
-MIG_CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "mig.nvidia.com"},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": "device.driver == 'gpu.nvidia.com' && "
-                    "device.attributes['gpu.nvidia.com'].type == 'mig'"
-                }
-            }
-        ]
-    },
-}
-KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
-
-
-def apply(cp, *objects: dict) -> None:
-    cp.kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
-    )
 
 
 def claimed_pod(name: str, profile: str, *, node: str) -> list[dict]:
     """A ResourceClaim for one MIG device of `profile` and a pod using it on `node`."""
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {
-                            "deviceClassName": "mig.nvidia.com",
-                            "selectors": [
-                                {
-                                    "cel": {
-                                        "expression": "device.attributes['gpu.nvidia.com']"
-                                        f".profile == '{profile}'"
-                                    }
-                                }
-                            ],
-                        },
-                    }
-                ]
-            }
-        },
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "tolerations": [KWOK],
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/cuda:latest",
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-            ],
-        },
-    }
-    return [claim, pod]
-
-
-def pod_phase(cp, name: str) -> str | None:
-    found = cp.kubectl("get", "pod", "-n", NS, name, "-o", "json", check=False)
-    return json.loads(found.stdout)["status"].get("phase") if found.returncode == 0 else None
-
-
-def unschedulable(cp, name: str) -> bool:
-    found = json.loads(cp.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
-    return any(
-        c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
-        for c in found["status"].get("conditions", [])
-    )
+    return [
+        claim(name, profile, namespace=NS),
+        claim_pod(
+            name,
+            namespace=NS,
+            claim_name=name,
+            node_selector={"kubernetes.io/hostname": node},
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +74,9 @@ def test_the_scheduler_allocates_nvidia_shaped_devices_and_migplan_sees_the_hold
         *claimed_pod("slot-user", "3g.40gb", node="dra-dynamic"),
         *claimed_pod("waiting", "2g.20gb", node="dra-static"),
     )
-    wait_for(lambda: pod_phase(cp, "static-user") == "Running", "the static claim's pod to run")
-    wait_for(lambda: pod_phase(cp, "slot-user") == "Running", "the DynamicMIG claim's pod to run")
-    wait_for(lambda: unschedulable(cp, "waiting"), "the 2g.20gb claim to find no device")
+    for name in ("static-user", "slot-user"):
+        wait_for(lambda n=name: pod_phase(cp, n, namespace=NS) == "Running", f"{name} to run")
+    wait_for(lambda: unschedulable(cp, "waiting", namespace=NS), "the 2g claim to find nothing")
 
     snapshot = read_inventory(kube.connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
     nodes = {n.name: n for n in snapshot.inventory.nodes}

@@ -8,77 +8,32 @@ import json
 import time
 
 import pytest
+from dra_objects import MIG_CLASS, claim, claim_pod, pod_phase, unschedulable
 from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, build_pool, plan_status
-from test_dra import MIG_CLASS
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 NS = "drs"
-TOLERATIONS = [
-    {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "migplan.io/pool", "operator": "Equal", "value": NS, "effect": "NoSchedule"},
-]
+POOL = {"key": "migplan.io/pool", "operator": "Equal", "value": NS, "effect": "NoSchedule"}
 
 
 def claimed_pod(name: str, profile: str) -> list[dict]:
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {
-                            "deviceClassName": "mig.nvidia.com",
-                            "selectors": [
-                                {
-                                    "cel": {
-                                        "expression": "device.attributes['gpu.nvidia.com']"
-                                        f".profile == '{profile}'"
-                                    }
-                                }
-                            ],
-                        },
-                    }
-                ]
-            }
-        },
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "nodeSelector": {"migplan.io/pool": NS},
-            "tolerations": TOLERATIONS,
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/cuda:latest",
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-            ],
-        },
-    }
-    return [claim, pod]
+    return [
+        claim(name, profile, namespace=NS),
+        claim_pod(
+            name,
+            namespace=NS,
+            claim_name=name,
+            node_selector={"migplan.io/pool": NS},
+            tolerations=(POOL,),
+        ),
+    ]
 
 
 def phase(cp, name: str) -> str | None:
-    found = cp.kubectl("get", "pod", "-n", NS, name, "-o", "json", check=False)
-    return json.loads(found.stdout)["status"].get("phase") if found.returncode == 0 else None
-
-
-def unschedulable(cp, name: str) -> bool:
-    found = json.loads(cp.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
-    return any(
-        c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
-        for c in found["status"].get("conditions", [])
-    )
+    return pod_phase(cp, name, namespace=NS)
 
 
 def published(cp) -> dict[str, str]:
@@ -102,7 +57,9 @@ def test_static_mode_lays_out_and_the_dra_plugin_republishes(crds, operator_kube
         before = published(cp)
         assert set(before) == {"gpu-0-mig-19-0-1", "gpu-0-mig-9-4-4"}
         apply(cp, *claimed_pod("waiting", "2g.20gb"))
-        wait_for(lambda: unschedulable(cp, "waiting"), "the 2g claim to find no device")
+        wait_for(
+            lambda: unschedulable(cp, "waiting", namespace=NS), "the 2g claim to find no device"
+        )
         pending_since = time.monotonic()
         with running_operator(cp, kubeconfig=operator_kubeconfig):
             apply(

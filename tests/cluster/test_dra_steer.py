@@ -8,10 +8,17 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from dra_objects import (
+    MIG_CLASS,
+    allocated_device,
+    claim_pod,
+    claim_template,
+    pod_phase,
+    unschedulable,
+)
 from nodes import gpu_node
 from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, plan_status
-from test_dra import MIG_CLASS
 from waiting import wait_for
 
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
@@ -21,70 +28,19 @@ pytestmark = pytest.mark.cluster
 
 H100 = default_catalog().model("H100-80GB")
 NS = "steer"
-KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 SLOTS_PER_GPU = sum(len(p.starts) for p in H100.profiles)
 
 
-def claim_pod(name: str, profile: str) -> list[dict]:
+def claim_pods(name: str, profile: str) -> list[dict]:
     """A pod whose ResourceClaimTemplate asks for one MIG device of `profile`."""
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {
-                                "deviceClassName": "mig.nvidia.com",
-                                "selectors": [
-                                    {
-                                        "cel": {
-                                            "expression": "device.attributes['gpu.nvidia.com']"
-                                            f".profile == '{profile}'"
-                                        }
-                                    }
-                                ],
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "nodeSelector": {"migplan.io/pool": NS},
-            "tolerations": [KWOK],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/cuda:latest",
-                    "resources": {"claims": [{"name": "gpu"}]},
-                }
-            ],
-        },
-    }
-    return [template, pod]
+    return [
+        claim_template(name, profile, namespace=NS),
+        claim_pod(name, namespace=NS, template=name, node_selector={"migplan.io/pool": NS}),
+    ]
 
 
-def pod_phase(cp, name: str) -> str | None:
-    found = cp.kubectl("get", "pod", "-n", NS, name, "-o", "json", check=False)
-    return json.loads(found.stdout)["status"].get("phase") if found.returncode == 0 else None
-
-
-def unschedulable(cp, name: str) -> bool:
-    found = json.loads(cp.kubectl("get", "pod", "-n", NS, name, "-o", "json").stdout)
-    return any(
-        c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
-        for c in found["status"].get("conditions", [])
-    )
+def phase(cp, name: str) -> str | None:
+    return pod_phase(cp, name, namespace=NS)
 
 
 def steer_plan() -> dict:
@@ -111,12 +67,7 @@ def steer_plan() -> dict:
 
 
 def allocated(cp, pod: str) -> str:
-    """The device the pod's claim got."""
-    body = json.loads(cp.kubectl("get", "pod", "-n", NS, pod, "-o", "json").stdout)
-    claim = body["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-    found = json.loads(cp.kubectl("get", "resourceclaim", "-n", NS, claim, "-o", "json").stdout)
-    (result,) = found["status"]["allocation"]["devices"]["results"]
-    return result["device"]
+    return allocated_device(cp, pod, namespace=NS)
 
 
 def rules(cp) -> list[dict]:
@@ -163,24 +114,27 @@ def test_steer_mode_keeps_the_scheduler_on_the_plan(crds, operator_kubeconfig) -
         assert len(untainted) == 2
 
         # First fit would give the 3g pod slot 0 and leave no place for a 4g; steered, both fit.
-        apply(cp, *claim_pod("three", "3g.40gb"), *claim_pod("four", "4g.40gb"))
-        wait_for(lambda: pod_phase(cp, "three") == "Running", "the 3g pod to run")
-        wait_for(lambda: pod_phase(cp, "four") == "Running", "the 4g pod to run")
+        apply(cp, *claim_pods("three", "3g.40gb"), *claim_pods("four", "4g.40gb"))
+        wait_for(lambda: phase(cp, "three") == "Running", "the 3g pod to run")
+        wait_for(lambda: phase(cp, "four") == "Running", "the 4g pod to run")
         held = {allocated(cp, "three"), allocated(cp, "four")}
         assert held == untainted
 
         # A claim no untainted slot serves waits; a re-plan frees a slot on the other GPU.
-        apply(cp, *claim_pod("two", "2g.20gb"))
-        wait_for(lambda: unschedulable(cp, "two"), "the 2g claim to find only tainted slots")
+        apply(cp, *claim_pods("two", "2g.20gb"))
+        wait_for(
+            lambda: unschedulable(cp, "two", namespace=NS),
+            "the 2g claim to find only tainted slots",
+        )
         pending_since = time.monotonic()
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         cp.kubectl("annotate", "gpp", NS, f"migplan.io/rebalance={stamp}", "--overwrite")
-        wait_for(lambda: pod_phase(cp, "two") == "Running", "the 2g pod to run", timeout=90)
+        wait_for(lambda: phase(cp, "two") == "Running", "the 2g pod to run", timeout=90)
         waited = time.monotonic() - pending_since
         assert len(rules(cp)) == 2 * SLOTS_PER_GPU - 3
         # No running claim was disturbed.
         assert {allocated(cp, "three"), allocated(cp, "four")} == held
-        assert pod_phase(cp, "three") == pod_phase(cp, "four") == "Running"
+        assert phase(cp, "three") == phase(cp, "four") == "Running"
         print(f"pending -> Running after the re-plan was asked for: {waited:.1f} s")
         # Deleting the plan removes its taint rules: the driver's own order rules again.
         cp.kubectl("delete", "gpp", NS, "--timeout=60s")
