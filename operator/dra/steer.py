@@ -12,7 +12,8 @@ instances per claim.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice, slice_devices
@@ -24,6 +25,9 @@ TAINT_KEY = "migplan.io/off-plan"
 PLAN_LABEL = "migplan.io/plan"
 NODE_LABEL = "migplan.io/node"
 NAME_LIMIT = 253
+WRITERS = 8
+"""Rule writes in flight at once (one at a time: about 12 a second on the test control
+plane, so 7,400 rules for 200 H100s took 10 minutes)."""
 
 
 def rule_name(*, plan: str, node: str, device: str) -> str:
@@ -104,6 +108,16 @@ def existing(api: Any, *, plan: str, node: str | None = None) -> dict[str, dict[
     return {r["metadata"]["name"]: r for r in kube.list_taint_rules(api, label_selector=selector)}
 
 
+def _each(call: Callable[[str], None], names: Sequence[str]) -> None:
+    """`call` for every name, WRITERS at a time: a 200-node plan writes thousands of rules."""
+    if len(names) <= 1:
+        for name in names:
+            call(name)
+        return
+    with ThreadPoolExecutor(min(WRITERS, len(names)), thread_name_prefix="taint-rules") as pool:
+        list(pool.map(call, names))
+
+
 def sync(
     api: Any, *, plan: str, node: str, desired: Mapping[str, dict[str, Any]]
 ) -> tuple[int, int]:
@@ -111,11 +125,9 @@ def sync(
     wants become usable before others close), then taint. (created, deleted)."""
     have = existing(api, plan=plan, node=node)
     stale = sorted(set(have) - set(desired))
-    for name in stale:
-        kube.delete_taint_rule(api, name=name)
+    _each(lambda name: kube.delete_taint_rule(api, name=name), stale)
     missing = sorted(set(desired) - set(have))
-    for name in missing:
-        kube.create_taint_rule(api, body=dict(desired[name]))
+    _each(lambda name: kube.create_taint_rule(api, body=dict(desired[name])), missing)
     return len(missing), len(stale)
 
 
@@ -123,6 +135,5 @@ def remove(api: Any, *, plan: str) -> int:
     """Delete every DeviceTaintRule of `plan` (the plan is gone: the driver's own order
     rules again). How many."""
     names = sorted(existing(api, plan=plan))
-    for name in names:
-        kube.delete_taint_rule(api, name=name)
+    _each(lambda name: kube.delete_taint_rule(api, name=name), names)
     return len(names)

@@ -101,6 +101,27 @@ def claim_pod(
     }
 
 
+def claim_and_pod(
+    name: str,
+    profile: str,
+    *,
+    namespace: str,
+    node_selector: dict[str, str],
+    tolerations: tuple[dict, ...] = (),
+) -> list[dict]:
+    """A ResourceClaim `name` for one MIG device of `profile` and a pod `name` using it."""
+    return [
+        claim(name, profile, namespace=namespace),
+        claim_pod(
+            name,
+            namespace=namespace,
+            claim_name=name,
+            node_selector=node_selector,
+            tolerations=tolerations,
+        ),
+    ]
+
+
 def pod_phase(cp, name: str, *, namespace: str) -> str | None:
     found = cp.kubectl("get", "pod", "-n", namespace, name, "-o", "json", check=False)
     return json.loads(found.stdout)["status"].get("phase") if found.returncode == 0 else None

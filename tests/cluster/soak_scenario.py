@@ -34,6 +34,7 @@ from pathlib import Path
 from invariants import assert_converged, plan_events
 from nodes import gpu_node, mig_pod, reported
 from operator_proc import free_port, running_operator
+from pools import apply
 from waiting import wait_for
 
 from migplan.operator.kube import client as kube
@@ -161,19 +162,6 @@ def _plan(nodes: int) -> dict:
     }
 
 
-def _apply(cp, items: list[dict]) -> None:
-    for start in range(0, len(items), 200):
-        cp.kubectl(
-            "apply",
-            "-f",
-            "-",
-            stdin=json.dumps(
-                {"apiVersion": "v1", "kind": "List", "items": items[start : start + 200]}
-            ),
-            timeout=300,
-        )
-
-
 def _rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
@@ -262,7 +250,7 @@ def run_soak(
             mig_pod(f"base-{i:04d}", profile=layouts[n].split("@")[0], namespace=NAME, pool=NAME)
             for i, n in enumerate(names[: nodes // 3])
         ]
-        _apply(cp, base)
+        apply(cp, *base)
         port = free_port()
         with running_operator(
             cp, metrics_port=port, kubeconfig=kubeconfig, tick=tick, agent_timeout=120
@@ -274,7 +262,7 @@ def run_soak(
                 "the long-running pods to run",
                 timeout=300,
             )
-            _apply(cp, [_plan(nodes)])
+            apply(cp, _plan(nodes))
             _churn(run, churn, watcher=watcher, pid=proc.pid, port=port, progress=progress)
             # Arrivals stop; the pods still pending are served and the rollout finishes.
             try:
@@ -303,8 +291,8 @@ def run_soak(
 
 def _start_fleet(cp, layouts: dict[str, str]) -> SimulatedFleet:
     catalog = default_catalog()
-    _apply(cp, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAME}}])
-    _apply(cp, [gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=NAME) for n in layouts])
+    apply(cp, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAME}})
+    apply(cp, *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=NAME) for n in layouts))
     return SimulatedFleet(
         api=kube.connect(kubeconfig=str(cp.kubeconfig)),
         nodes={

@@ -64,6 +64,10 @@ def test_examples_apply_and_show_printer_columns(crds) -> None:
     assert "WINDOW" in wide.splitlines()[0].split()
     assert "0 2 * * 6" in wide
     crds.kubectl("delete", "-f", str(ROOT / "examples" / "plan.yaml"))
+    dra = ROOT / "examples" / "dra" / "plan.yaml"
+    crds.kubectl("apply", "-f", str(dra))
+    assert "dra-pool" in crds.kubectl("get", "gpp", "dra-pool").stdout
+    crds.kubectl("delete", "-f", str(dra))
 
 
 def test_node_partition_spec_and_status_round_trip(crds) -> None:

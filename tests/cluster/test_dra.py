@@ -4,7 +4,7 @@ scheduler allocates claims from them, and migplan reads held instances and pendi
 from __future__ import annotations
 
 import pytest
-from dra_objects import MIG_CLASS, claim, claim_pod, pod_phase, unschedulable
+from dra_objects import MIG_CLASS, claim_and_pod, pod_phase, unschedulable
 from nodes import gpu_node, report_partition
 from pools import apply
 from waiting import wait_for
@@ -23,16 +23,9 @@ NS = "dra"
 
 
 def claimed_pod(name: str, profile: str, *, node: str) -> list[dict]:
-    """A ResourceClaim for one MIG device of `profile` and a pod using it on `node`."""
-    return [
-        claim(name, profile, namespace=NS),
-        claim_pod(
-            name,
-            namespace=NS,
-            claim_name=name,
-            node_selector={"kubernetes.io/hostname": node},
-        ),
-    ]
+    return claim_and_pod(
+        name, profile, namespace=NS, node_selector={"kubernetes.io/hostname": node}
+    )
 
 
 @pytest.fixture(scope="module")

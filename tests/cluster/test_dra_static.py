@@ -8,7 +8,7 @@ import json
 import time
 
 import pytest
-from dra_objects import MIG_CLASS, claim, claim_pod, pod_phase, unschedulable
+from dra_objects import MIG_CLASS, claim_and_pod, pod_phase, unschedulable
 from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, build_pool, plan_status
 from waiting import wait_for
@@ -20,16 +20,9 @@ POOL = {"key": "migplan.io/pool", "operator": "Equal", "value": NS, "effect": "N
 
 
 def claimed_pod(name: str, profile: str) -> list[dict]:
-    return [
-        claim(name, profile, namespace=NS),
-        claim_pod(
-            name,
-            namespace=NS,
-            claim_name=name,
-            node_selector={"migplan.io/pool": NS},
-            tolerations=(POOL,),
-        ),
-    ]
+    return claim_and_pod(
+        name, profile, namespace=NS, node_selector={"migplan.io/pool": NS}, tolerations=(POOL,)
+    )
 
 
 def phase(cp, name: str) -> str | None:

@@ -187,3 +187,16 @@ def test_unreachable_cluster_is_one_line(capsys, tmp_path) -> None:
     assert code == 4
     assert err.startswith("migplan: error: cannot reach the Kubernetes API")
     assert err.count("\n") == 1
+
+
+def test_dra_example_previews_offline_with_either_or_claims(capsys) -> None:
+    plan = str(ROOT / "examples" / "dra" / "plan.yaml")
+    cluster = str(ROOT / "examples" / "dra" / "cluster.yaml")
+    code, out, err = call(capsys, "preview", plan, "--cluster", cluster, "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["summary"]["met"] == doc["summary"]["requested"] == 4
+    claims = next(d for d in doc["demand"] if d["alternatives"] and d["kind"] == "free")
+    assert sum(claims["served"].values()) == 2
+    assert set(claims["served"]) <= {claims["profile"], *claims["alternatives"]}
+    assert doc["summary"]["evictions"] == 0  # the instances claims hold stay

@@ -264,3 +264,24 @@ def test_unknown_classes_and_failing_selectors_are_noted() -> None:
     assert requests_of(pod("p", claims=refs), s) == []
     assert any("DeviceClass 'nope' not found" in n for n in s.notes)
     assert any("selectors failed" in n and "pcieRoot" in n for n in s.notes)
+
+
+def test_the_example_claim_is_either_or_demand_for_every_profile_with_20_gib() -> None:
+    import yaml
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[3]
+    docs = list(yaml.safe_load_all((root / "examples" / "dra" / "claim.yaml").read_text()))
+    kinds = {d["kind"]: d for d in docs}
+    s = DraState.of(
+        slices=dynamic_node(),
+        claims=[],
+        templates=[kinds["ResourceClaimTemplate"]],
+        classes=[kinds["DeviceClass"]],
+    )
+    spec = kinds["Pod"]["spec"]
+    p = pod(
+        "infer-0",
+        claims=[(r["name"], None, r["resourceClaimTemplateName"]) for r in spec["resourceClaims"]],
+    )
+    (found,) = requests_of(p, s)
+    assert found.profiles == ("1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
