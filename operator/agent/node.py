@@ -320,7 +320,9 @@ class NodeAgent:
 
 def published_instances(api: Any, *, node: str) -> set[tuple[str | None, str]]:
     """(GPU UUID, instance) of every static MIG device NVIDIA's DRA driver publishes."""
-    devices = slice_devices(kube.list_dra(api, plural="resourceslices"))
+    devices = slice_devices(
+        kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}")
+    )
     return {
         (d.parent_uuid, str(d.instance))
         for d in devices

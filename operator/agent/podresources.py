@@ -73,7 +73,10 @@ def dra_instances(api: Any, *, node: str) -> dict[DraDevice, tuple[str, Instance
     """NVIDIA's static MIG devices on `node`: (driver, pool, device) -> (GPU UUID, instance)."""
     return {
         d.key: (d.parent_uuid, d.instance)
-        for d in slice_devices(kube.list_dra(api, plural="resourceslices"), driver=DRIVER)
+        for d in slice_devices(
+            kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}"),
+            driver=DRIVER,
+        )
         if d.node == node and d.kind is DeviceKind.MIG and d.parent_uuid and d.instance
     }
 

@@ -76,13 +76,18 @@ def desired_rules(
 
 def node_devices(api: Any, *, node: str) -> list[SliceDevice]:
     """The devices NVIDIA's driver publishes on `node`."""
-    return [d for d in slice_devices(kube.list_dra(api, plural="resourceslices")) if d.node == node]
+    return slice_devices(node_slices(api, node=node))
+
+
+def node_slices(api: Any, *, node: str) -> list[dict[str, Any]]:
+    """The ResourceSlices of `node` (a field selector: a fleet's slices are megabytes)."""
+    return kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}")
 
 
 def observed(api: Any, *, node: str) -> tuple[dict[int, str], dict[int, dict[str, str]]]:
     """Per GPU minor of a DynamicMIG node: the instances claims hold now, and their pods."""
     state = DraState.of(
-        slices=kube.list_dra(api, plural="resourceslices"),
+        slices=node_slices(api, node=node),
         claims=kube.list_dra(api, plural="resourceclaims"),
         templates=(),
         classes=(),

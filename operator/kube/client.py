@@ -368,10 +368,15 @@ def dra_served(api: client.ApiClient) -> bool:
     )
 
 
-def list_dra(api: client.ApiClient, *, plural: str) -> list[dict[str, Any]]:
+def list_dra(
+    api: client.ApiClient, *, plural: str, field_selector: str | None = None
+) -> list[dict[str, Any]]:
     """Every object of a resource.k8s.io/v1 kind (resourceslices, resourceclaims,
-    resourceclaimtemplates, deviceclasses), all namespaces, as plain dictionaries."""
-    found = client.CustomObjectsApi(api).list_cluster_custom_object(DRA_GROUP, DRA_VERSION, plural)
+    resourceclaimtemplates, deviceclasses), all namespaces, as plain dictionaries; with
+    `field_selector` (`spec.nodeName=<node>` for ResourceSlices) only those it selects."""
+    found = client.CustomObjectsApi(api).list_cluster_custom_object(
+        DRA_GROUP, DRA_VERSION, plural, field_selector=field_selector
+    )
     return list(cast(dict[str, Any], found)["items"])
 
 

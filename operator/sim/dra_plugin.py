@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 from migplan.operator.dra.devices import DeviceKind, slice_devices
@@ -22,6 +23,7 @@ from migplan.planner.catalog import Catalog
 from migplan.planner.layout import Instance
 
 Binding = tuple[int, Instance]
+CLAIMS_TTL = 1.0
 
 
 class SimulatedDraPlugin:
@@ -36,6 +38,7 @@ class SimulatedDraPlugin:
         self._bound: dict[str, dict[Binding, str]] = {n: {} for n in nodes}
         self._pids: dict[tuple[str, Binding], int] = {}
         self._next_pid = itertools.count(50_000)
+        self._claims_read: tuple[float, list[dict[str, Any]]] = (float("-inf"), [])
         self.publications: list[str] = []
         """Nodes in the order their slices were published (a restart each)."""
 
@@ -76,15 +79,24 @@ class SimulatedDraPlugin:
         with self._lock:
             return dict(self._bound[node])
 
+    def _claims(self) -> list[dict[str, Any]]:
+        """Every ResourceClaim, read at most once a second (a sweep visits every node)."""
+        with self._lock:
+            if time.monotonic() - self._claims_read[0] > CLAIMS_TTL:
+                self._claims_read = (
+                    time.monotonic(),
+                    kube.list_dra(self._api, plural="resourceclaims"),
+                )
+            return self._claims_read[1]
+
     def sync(self, node: str) -> None:
         """Follow the claims allocated on `node`: bind new holders, release ended ones."""
-        devices = {
-            d.key: d
-            for d in slice_devices(kube.list_dra(self._api, plural="resourceslices"))
-            if d.node == node and d.kind is DeviceKind.MIG
-        }
+        slices = kube.list_dra(
+            self._api, plural="resourceslices", field_selector=f"spec.nodeName={node}"
+        )
+        devices = {d.key: d for d in slice_devices(slices) if d.kind is DeviceKind.MIG}
         held: dict[Binding, str] = {}
-        for claim in kube.list_dra(self._api, plural="resourceclaims"):
+        for claim in self._claims():
             status = claim.get("status") or {}
             pods = [
                 r["name"] for r in status.get("reservedFor") or [] if r.get("resource") == "pods"

@@ -102,7 +102,7 @@ def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
         instances=[(Instance(4, "3g.40gb"), "MIG-a"), (Instance(0, "1g.10gb"), "MIG-b")],
     )
     slices = resource_slices("node-1", [gpu], mode="static")
-    monkeypatch.setattr(podresources.kube, "list_dra", lambda api, plural: slices)
+    monkeypatch.setattr(podresources.kube, "list_dra", lambda api, plural, **_: slices)
     response = api_pb2.ListPodResourcesResponse()
     container = response.pod_resources.add(name="infer", namespace="ml").containers.add(name="c")
     claim = container.dynamic_resources.add(claim_name="infer-gpu", claim_namespace="ml")
