@@ -67,6 +67,9 @@ def main() -> None:
                     "wall_s": round(time.monotonic() - began, 1),
                 }
             )
+            # Written after each mode: a long run cut short keeps what it measured.
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"nodes": args.nodes, "runs": rows}, indent=2) + "\n")
     print(f"\nDRA benchmark: {args.nodes} one-GPU H100 nodes, 3 claims per node in two waves")
     header = (
         f"{'mode':<7} {'pods':>5} {'plan Ready s':>12} {'taint rules':>11} "
@@ -82,8 +85,6 @@ def main() -> None:
             f"{w['p90']:>6.0f} {w['max']:>6.0f} {r['first_wave_pods_moved']:>5} {r['phase']:>6}"
         )
     print(f"(benchmark wall time {time.monotonic() - started:.0f} s)")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"nodes": args.nodes, "runs": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@ scheduler allocates claims from them, and migplan reads held instances and pendi
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import yaml
 from dra_objects import MIG_CLASS, claim_and_pod, pod_phase, unschedulable
 from nodes import gpu_node, report_partition
 from pools import apply
 from waiting import wait_for
 
+from migplan.operator.cli.app import run
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.kube import client as kube
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
@@ -86,3 +90,44 @@ def test_the_scheduler_allocates_nvidia_shaped_devices_and_migplan_sees_the_hold
     ]
     assert "static-user" not in pending
     assert "slot-user" not in pending
+
+
+def test_live_inventory_and_preview_on_a_dra_cluster(dra_nodes, tmp_path, capsys) -> None:
+    # Runs after the test above (same module): the 2g.20gb claim is still pending.
+    cp = dra_nodes
+    kubeconfig = str(cp.kubeconfig)
+    assert run(["inventory", "--kubeconfig", kubeconfig]) == 0
+    dumped = capsys.readouterr().out
+    inventory = yaml.safe_load(dumped)
+    waiting = next(p for p in inventory["pendingPods"] if p["name"] == "waiting")
+    assert waiting["claims"][0]["profiles"] == ["2g.20gb"]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "migplan.io/v1alpha1",
+                "kind": "GPUPartitionPlan",
+                "metadata": {"name": "dra-preview"},
+                "spec": {
+                    "nodeSelector": {"matchLabels": {"migplan.io/pool": NS}},
+                    "demand": {
+                        "fromPendingPods": {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": NS}
+                            }
+                        }
+                    },
+                    "dryRun": True,
+                },
+            }
+        )
+    )
+    assert run(["preview", str(plan), "--kubeconfig", kubeconfig, "-o", "json"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    (row,) = [d for d in live["demand"] if d["profile"] == "2g.20gb"]
+    assert (row["requested"], row["met"]) == (1, 1)
+    saved = tmp_path / "inventory.yaml"
+    saved.write_text(dumped)
+    assert run(["preview", str(plan), "--cluster", str(saved), "-o", "json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    assert offline["gpus"] == live["gpus"]
