@@ -78,6 +78,8 @@ class NodeStepper:
     """`steer`: the node's GPUs are DynamicMIG's; its layouts are kept with device taints."""
     _refusals: dict[str, _Refusal] = field(default_factory=dict)
     """Per pod, the last refused eviction: why, how often, and when to try again."""
+    _claims: list[dict[str, Any]] | None = None
+    """The cluster's ResourceClaims, read once per stepper (one round of the ticker)."""
 
     @property
     def steering(self) -> bool:
@@ -155,7 +157,9 @@ class NodeStepper:
         """Layouts and in-use instances the node's agent reports, and its status (for a
         steered node: the instances its claims hold)."""
         if self.steering:
-            layouts, in_use = steer.observed(self.api, node=node)
+            if self._claims is None:  # once per round: every steered node is checked
+                self._claims = kube.list_dra(self.api, plural="resourceclaims")
+            layouts, in_use = steer.observed(self.api, node=node, claims=self._claims)
             return layouts, in_use, {}
         found = kube.get_node_partition(self.api, name=node) or {}
         status = found.get("status") or {}

@@ -84,11 +84,14 @@ def node_slices(api: Any, *, node: str) -> list[dict[str, Any]]:
     return kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}")
 
 
-def observed(api: Any, *, node: str) -> tuple[dict[int, str], dict[int, dict[str, str]]]:
-    """Per GPU minor of a DynamicMIG node: the instances claims hold now, and their pods."""
+def observed(
+    api: Any, *, node: str, claims: Sequence[Mapping[str, Any]] | None = None
+) -> tuple[dict[int, str], dict[int, dict[str, str]]]:
+    """Per GPU minor of a DynamicMIG node: the instances claims hold now, and their pods
+    (`claims`: every ResourceClaim, where the caller has read them already)."""
     state = DraState.of(
         slices=node_slices(api, node=node),
-        claims=kube.list_dra(api, plural="resourceclaims"),
+        claims=claims if claims is not None else kube.list_dra(api, plural="resourceclaims"),
         templates=(),
         classes=(),
     )
