@@ -15,9 +15,9 @@ from typing import Any, Protocol
 import structlog
 
 from migplan.operator.agent.metrics import record_pass
+from migplan.operator.agent.podresources import dra_instances
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
 from migplan.operator.conditions import keep_transition_times
-from migplan.operator.dra.devices import DeviceKind, slice_devices
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
@@ -307,7 +307,7 @@ class NodeAgent:
         want = {(g.uuid, str(i)) for g in observed for i in Layout.parse(g.layout).instances}
         deadline = time.monotonic() + self.allocatable_timeout
         while True:
-            have = published_instances(self.api, node=self.node)
+            have = {(uuid, str(i)) for uuid, i in dra_instances(self.api, node=self.node).values()}
             if have == want:
                 return True, "NVML and the DRA driver's ResourceSlices agree"
             if time.monotonic() > deadline:
@@ -316,18 +316,6 @@ class NodeAgent:
                     f"{sorted(i for _, i in want)}"
                 )
             time.sleep(0.5)
-
-
-def published_instances(api: Any, *, node: str) -> set[tuple[str | None, str]]:
-    """(GPU UUID, instance) of every static MIG device NVIDIA's DRA driver publishes."""
-    devices = slice_devices(
-        kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}")
-    )
-    return {
-        (d.parent_uuid, str(d.instance))
-        for d in devices
-        if d.node == node and d.kind is DeviceKind.MIG and d.instance is not None
-    }
 
 
 def _mig_count_labels(labels: Mapping[str, str]) -> Counter[str]:

@@ -26,7 +26,6 @@ from migplan.operator.controller.rollout import (
     NodeStepper,
     release_nodes,
 )
-from migplan.operator.dra import steer
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.catalog import Catalog
@@ -139,16 +138,13 @@ class PlanController:
 
     def forget(self, name: str) -> None:
         """The plan is being deleted: uncordon the nodes it cordoned (a node in hand keeps
-        the geometry it has; its NodePartition stays, so its agent keeps reporting)."""
+        the geometry it has; its NodePartition stays, so its agent keeps reporting). Its
+        DeviceTaintRules go in the ticker's next round (`PlanTicker`), which also catches
+        deletions this handler never saw."""
         with self._lock(name):
             released = release_nodes(self.api, plan=name)
-            untainted = (
-                steer.remove(self.api, plan=name) if kube.taint_rules_served(self.api) else 0
-            )
         if released:
             log.info("plan deleted mid-rollout: nodes uncordoned", plan=name, nodes=released)
-        if untainted:
-            log.info("plan deleted: its device taint rules removed", plan=name, rules=untainted)
         metrics.set_phase(name, None)
 
     def _replan(self, body: dict[str, Any], *, reason: str) -> None:
