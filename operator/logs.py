@@ -89,7 +89,9 @@ def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
         # Look stderr up when a logger is made, not now: it may be replaced (tests, daemons).
-        logger_factory=lambda *_: structlog.PrintLogger(file=sys.stderr),
+        # WriteLogger writes the line and its newline in one call: PrintLogger's print() writes
+        # them apart, and a stdlib record (kopf's, from another thread) landed between them.
+        logger_factory=lambda *_: structlog.WriteLogger(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     _quiet_client_libraries(show=threshold <= logging.DEBUG)

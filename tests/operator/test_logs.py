@@ -69,3 +69,34 @@ def test_kopf_records_come_out_in_migplans_shape(capsys) -> None:
     assert event["logger"] == "kopf.objects"
     assert event["object"] == {"kind": "GPUPartitionPlan", "name": "pool"}
     assert "timestamp" in event
+
+
+def test_each_event_reaches_the_stream_in_one_write(monkeypatch) -> None:
+    """kopf's records come from other threads through stdlib logging: an event written in two
+    pieces (the line, then its newline) let one land between them and two events shared a
+    line."""
+    import sys
+
+    class Writes:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.calls.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+        def isatty(self) -> bool:
+            return False
+
+    stream = Writes()
+    monkeypatch.setattr(sys, "stderr", stream)
+    configure_logging(level="info", json=True)
+    structlog.get_logger().info("node partition created", node="gpu-1")
+    assert len(stream.calls) == 1
+    line = stream.calls[0]
+    assert line.endswith("\n")
+    assert line.count("\n") == 1
+    assert json.loads(line)["node"] == "gpu-1"
