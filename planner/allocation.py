@@ -8,6 +8,15 @@ supply). Explicit totals and pending pods draw on separate supplies (`DemandKind
 profile appears once per kind. Ties keep the greedy order: each unit's cost is its weight
 scaled past any rank difference, minus its rank.
 
+Bundles (pods needing several instances, all on one node) are placed per node: priority
+levels from the highest, at each level first the single-instance items (the exact allocation
+above, over every item of that level or lower, keeping only this level's share; their
+instances are taken from the nodes with the least free first, so the larger free sets stay
+whole), then each bundle's pods on the tightest nodes they fit. That part is a greedy packing,
+not an exact one: it never reports more than the nodes can host, and may host fewer than an
+exhaustive search would. Without node figures (the solver's hints) the whole fleet is one
+node, which is the solver's relaxation.
+
 Shared by the plan assembly, the solver's starting points and the validator, so a plan's
 "met" means the same everywhere.
 """
@@ -20,18 +29,22 @@ from dataclasses import dataclass
 
 from ortools.graph.python import min_cost_flow
 
-from migplan.planner.demand import DemandItem, DemandKind, demand_weight
+from migplan.planner.demand import DemandItem, DemandKind, Part, demand_weight
 
 Available = Mapping[DemandKind, Mapping[str, int]]
 """Instances each kind of demand may take, per profile."""
+NodeFree = Mapping[str, Mapping[str, int]]
+"""Per node: free instances per profile that pending pods may take."""
 
 
 @dataclass(frozen=True)
 class Allocation:
-    """Per demand item: instances met, and which profiles served them."""
+    """Per demand item: units met (instances, or a bundle's pods), which profiles served them,
+    and for each of the item's parts which profiles served it."""
 
     met: tuple[int, ...]
     served: tuple[dict[str, int], ...]
+    parts: tuple[tuple[dict[str, int], ...], ...] = ()
 
     def weighted(self, demand: Sequence[DemandItem]) -> int:
         """Priority-weighted demand met."""
@@ -96,9 +109,141 @@ def _flow(demand: Sequence[DemandItem], available: Available) -> Allocation:
     return Allocation(met=tuple(sum(s.values()) for s in served), served=tuple(served))
 
 
-def allocate(demand: Sequence[DemandItem], available: Available) -> Allocation:
+def _plain(demand: Sequence[DemandItem], available: Available) -> Allocation:
+    found = (
+        _flow(demand, available)
+        if any(i.alternatives for i in demand)
+        else _greedy(demand, available)
+    )
+    return Allocation(found.met, found.served, tuple((s,) for s in found.served))
+
+
+def allocate(
+    demand: Sequence[DemandItem], available: Available, *, nodes: NodeFree | None = None
+) -> Allocation:
     """The most priority-weighted demand `available` can meet, ties to higher priority and
-    then to earlier items; exact also with either/or items."""
-    if any(item.alternatives for item in demand):
-        return _flow(demand, available)
-    return _greedy(demand, available)
+    then to earlier items; exact also with either/or items. Bundles go to single nodes of
+    `nodes` (the FREE instances per node; None: the whole fleet as one node)."""
+    if not any(item.per_pod for item in demand):
+        return _plain(demand, available)
+    if nodes is None:
+        nodes = {"": available[DemandKind.FREE]}
+    return _Packing(demand, available, nodes).run()
+
+
+class _Packing:
+    """The per-level allocation with bundles (see the module's docstring)."""
+
+    def __init__(self, demand: Sequence[DemandItem], available: Available, nodes: NodeFree):
+        self.demand = demand
+        self.total = Counter({p: max(n, 0) for p, n in available[DemandKind.TOTAL].items()})
+        self.nodes = {
+            name: Counter({p: n for p, n in free.items() if n > 0})
+            for name, free in sorted(nodes.items())
+        }
+        self.met = [0] * len(demand)
+        self.parts: list[list[Counter[str]]] = [[Counter() for _ in d.parts] for d in demand]
+
+    def run(self) -> Allocation:
+        """Every level, highest priority first."""
+        for level in sorted({d.priority for d in self.demand}, reverse=True):
+            self._singles(level)
+            for n, item in enumerate(self.demand):
+                if item.per_pod and item.priority == level:
+                    self._bundle(n)
+        served = [sum(parts, Counter()) for parts in self.parts]
+        return Allocation(
+            met=tuple(self.met),
+            served=tuple(dict(s) for s in served),
+            parts=tuple(tuple(dict(p) for p in parts) for parts in self.parts),
+        )
+
+    def _free(self) -> Counter[str]:
+        return sum(self.nodes.values(), Counter())
+
+    def _singles(self, level: int) -> None:
+        """This level's single-instance items, from an allocation of every single item at this
+        level or lower (so an either/or item leaves lower items the profiles they need)."""
+        chosen = [n for n, d in enumerate(self.demand) if not d.per_pod and d.priority <= level]
+        if not any(self.demand[n].priority == level for n in chosen):
+            return
+        found = _plain(
+            [self.demand[n] for n in chosen],
+            {DemandKind.TOTAL: self.total, DemandKind.FREE: self._free()},
+        )
+        for n, got, served in zip(chosen, found.met, found.served, strict=True):
+            if self.demand[n].priority != level:
+                continue
+            self.met[n] = got
+            self.parts[n][0].update(served)
+            for profile, count in served.items():
+                if self.demand[n].kind is DemandKind.TOTAL:
+                    self.total[profile] -= count
+                else:
+                    self._take_scattered(profile, count)
+
+    def _take_scattered(self, profile: str, count: int) -> None:
+        take_scattered(self.nodes, profile, count)
+
+    def _bundle(self, n: int) -> None:
+        """As many of bundle `n`'s pods as fit, each on one node, tightest nodes first."""
+        item = self.demand[n]
+        size = item.per_unit
+        for name in sorted(self.nodes, key=lambda name: (self.nodes[name].total(), name)):
+            free = self.nodes[name]
+            while self.met[n] < item.count and free.total() >= size:
+                taken = _fit(item.per_pod, free)
+                if taken is None:
+                    break
+                for part, got in zip(self.parts[n], taken, strict=True):
+                    part.update(got)
+                    free.subtract(got)
+                self.met[n] += 1
+            if self.met[n] == item.count:
+                return
+
+
+def take_scattered(nodes: Mapping[str, Counter[str]], profile: str, count: int) -> None:
+    """Take `count` free instances of `profile` from `nodes`, those with the least free first,
+    so the nodes with the most free instances stay whole for pods that need several."""
+    holders = sorted(
+        (name for name, free in nodes.items() if free[profile] > 0),
+        key=lambda name: (nodes[name].total(), name),
+    )
+    for name in holders:
+        took = min(count, nodes[name][profile])
+        nodes[name][profile] -= took
+        count -= took
+        if not count:
+            return
+
+
+def hostable(parts: Sequence[Part], nodes: Mapping[str, Mapping[str, int]]) -> int:
+    """Pods needing `parts` each that `nodes`' free instances host, one node per pod, with
+    nothing else wanted (as the allocation packs them)."""
+    pods = 0
+    for free in nodes.values():
+        left = Counter(free)
+        while (taken := _fit(parts, left)) is not None:
+            for got in taken:
+                left.subtract(got)
+            pods += 1
+    return pods
+
+
+def _fit(parts: Sequence[Part], free: Counter[str]) -> list[Counter[str]] | None:
+    """Instances from `free` for one pod's parts (fewest alternatives first, smallest
+    profile first), or None when they do not all fit."""
+    left = Counter(free)
+    taken: list[Counter[str]] = [Counter() for _ in parts]
+    for j in sorted(range(len(parts)), key=lambda j: (len(parts[j].profiles), j)):
+        need = parts[j].count
+        for profile in parts[j].profiles:
+            got = min(need, left[profile])
+            if got > 0:
+                taken[j][profile] += got
+                left[profile] -= got
+                need -= got
+        if need:
+            return None
+    return taken

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from migplan.planner.allocation import Available, allocate
+from migplan.planner.allocation import Allocation, Available, allocate, take_scattered
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
@@ -24,6 +24,7 @@ from migplan.planner.plan import (
     GpuPlan,
     Plan,
     PlanSummary,
+    PodPart,
     SolverReport,
 )
 
@@ -37,11 +38,21 @@ def gpu_key(gpu: GpuState) -> GpuKey:
 
 @dataclass(frozen=True)
 class Supply:
-    """Per profile: instances in the targets, in use (kept), and evicted pods to rehost."""
+    """Per profile: instances in the targets, in use (kept), and evicted pods to rehost; per
+    node, the instances nobody keeps."""
 
     total: Counter[str]
     kept_in_use: Counter[str]
     evicted: Counter[str]
+    unkept: dict[str, Counter[str]]
+
+    def node_free(self) -> dict[str, Counter[str]]:
+        """Per node: free instances for pending pods, once evicted pods are rehosted (on the
+        nodes with the least free first, as `allocation` places single instances)."""
+        nodes = {name: Counter(free) for name, free in self.unkept.items()}
+        for profile, count in sorted(self.evicted.items()):
+            take_scattered(nodes, profile, count)
+        return nodes
 
     def free_for_pending(self, profile: str) -> int:
         """Free instances left for pending pods once evicted pods are rehosted."""
@@ -64,13 +75,26 @@ def supply_of(
     total: Counter[str] = Counter()
     kept: Counter[str] = Counter()
     evicted: Counter[str] = Counter()
+    unkept: dict[str, Counter[str]] = {}
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
+        node = unkept.setdefault(gpu.node, Counter())
+        node.update(i.profile for i in after.instances)
         total.update(i.profile for i in after.instances)
         removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
         for instance in gpu.pins:
-            (evicted if instance in removed else kept)[instance.profile] += 1
-    return Supply(total, kept, evicted)
+            if instance in removed:
+                evicted[instance.profile] += 1
+            else:
+                kept[instance.profile] += 1
+                node[instance.profile] -= 1
+    return Supply(total, kept, evicted, unkept)
+
+
+def allocate_supply(demand: Sequence[DemandItem], supply: Supply) -> Allocation:
+    """`allocation.allocate` on what the targets supply, per node where bundles need it."""
+    nodes = supply.node_free() if any(item.per_pod for item in demand) else None
+    return allocate(demand, supply.available(), nodes=nodes)
 
 
 def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
@@ -124,7 +148,7 @@ def assemble_plan(
                 evict=tuple(evict),
             )
         )
-    allocation = allocate(demand, supply_of(gpus, targets, rebuild=rebuild).available())
+    allocation = allocate_supply(demand, supply_of(gpus, targets, rebuild=rebuild))
     results = tuple(
         DemandResult(
             resource=item.resource,
@@ -134,7 +158,8 @@ def assemble_plan(
             priority=item.priority,
             requested=item.count,
             met=got,
-            served=served if item.alternatives else None,
+            served=served if item.alternatives or item.per_pod else None,
+            per_pod=tuple(PodPart(profiles=p.profiles, count=p.count) for p in item.per_pod),
             reason=(explain(item, got) if explain and got < item.count else None),
             pods=item.pods,
         )
@@ -146,8 +171,8 @@ def assemble_plan(
         gpus_changed=len(changed),
         nodes_touched=len({g.node for g in changed}),
         evictions=len({pod for g in gpu_plans for pod in g.evict}),
-        requested=sum(r.requested for r in results),
-        met=sum(r.met for r in results),
+        requested=sum(r.requested * r.per_unit for r in results),
+        met=sum(r.met * r.per_unit for r in results),
     )
     return Plan(
         input_hash=digest, gpus=tuple(gpu_plans), demand=results, summary=summary, solver=solver

@@ -4,6 +4,10 @@ Two kinds, kept apart because they count differently:
 - explicit counts from the plan (`demand.profiles`) are totals: the selected GPUs should hold
   that many instances of the profile, in use or free, so re-planning later is stable;
 - pending pods want free instances, on top of whatever is in use.
+
+A pending pod that needs more than one instance (`nvidia.com/mig-1g.10gb: 2`, a claim asking
+for two devices, two claims) needs them all on one node: its item is a bundle, counted in
+pods, each pod's parts listed in `per_pod`.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
-from migplan.planner.inventory import Inventory
-from migplan.planner.resources import is_mig_resource, profile_of, resource_name
+from migplan.planner.inventory import Inventory, PendingPod
+from migplan.planner.resources import is_mig_resource, part_text, profile_of, resource_name
 from migplan.planner.spec import DemandSpec
 
 
@@ -26,9 +30,23 @@ class DemandKind(StrEnum):
     """Free instances of the profile (for pending pods)."""
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Part:
+    """`count` instances, each of any of `profiles`: one piece of what a bundle pod needs."""
+
+    profiles: tuple[str, ...]
+    count: int
+
+    @property
+    def text(self) -> str:
+        """`2 x 1g.10gb`, `1 x (1g.10gb or 2g.20gb)`."""
+        return part_text(self.profiles, self.count)
+
+
 @dataclass(frozen=True, slots=True)
 class DemandItem:
-    """`count` instances of `profile`, weighted by `priority`."""
+    """`count` instances of `profile` (or of one of its alternatives), weighted by `priority`;
+    for a bundle, `count` pods each needing every part of `per_pod` on one node."""
 
     profile: str
     count: int
@@ -39,6 +57,9 @@ class DemandItem:
     alternatives: tuple[str, ...] = ()
     """Other profiles that serve this item as well (either/or demand, such as a DRA claim
     whose selectors several profiles satisfy); empty for a plain profile count."""
+    per_pod: tuple[Part, ...] = ()
+    """A bundle's parts (what each of its pods needs on one node); empty for an item that
+    counts single instances."""
 
     @property
     def resource(self) -> str:
@@ -48,7 +69,25 @@ class DemandItem:
     @property
     def profiles(self) -> tuple[str, ...]:
         """Every profile that serves this item, the first one first."""
+        if self.per_pod:
+            found = dict.fromkeys(p for part in self.per_pod for p in part.profiles)
+            return (self.profile, *sorted(found.keys() - {self.profile}, key=profile_order))
         return (self.profile, *self.alternatives)
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        """What one unit of `count` needs: a bundle's parts, else one instance of `profiles`."""
+        return self.per_pod or (Part(self.profiles, 1),)
+
+    @property
+    def per_unit(self) -> int:
+        """Instances one unit of `count` takes (a bundle's instances per pod, else 1)."""
+        return sum(part.count for part in self.parts)
+
+    @property
+    def shape(self) -> str:
+        """What one unit needs, as a person reads it: `2 x 1g.10gb + 1 x 2g.20gb`."""
+        return " + ".join(part.text for part in self.parts)
 
 
 def compute_slices(profile: str) -> int:
@@ -67,50 +106,66 @@ def demand_weight(item: DemandItem) -> int:
     """Priority times compute slices: capacity delivered, weighted by how much it matters.
 
     An either/or item is worth the same whichever profile serves it, counted at its smallest
-    profile, so the solver never prefers a larger instance for the weight alone.
+    profile, so the solver never prefers a larger instance for the weight alone; a bundle is
+    worth the sum of its parts, per pod.
     """
-    return item.priority * min(compute_slices(p) for p in item.profiles)
+    return item.priority * sum(
+        part.count * min(compute_slices(p) for p in part.profiles) for part in item.parts
+    )
+
+
+def pod_parts(pod: PendingPod) -> tuple[Part, ...]:
+    """What `pod` needs, as parts: each MIG resource it requests, and each set of profiles its
+    claims' devices may take (requests for the same set added up), sorted."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    for resource, quantity in pod.requests.items():
+        if is_mig_resource(resource) and quantity > 0:
+            counts[(profile_of(resource),)] += quantity
+    for claim in pod.claims:
+        if claim.profiles and claim.count > 0:
+            counts[tuple(sorted(set(claim.profiles), key=profile_order))] += claim.count
+    return tuple(sorted(Part(profiles, n) for profiles, n in counts.items()))
 
 
 def pending_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
     """FREE items from the inventory's pending pods that the spec's namespace selector admits.
 
-    Each pod counts with its full request of every MIG resource, and every device its
-    ResourceClaims ask for: one item per set of profiles that could serve (either/or).
+    A pod that needs one instance counts in the item of the profiles that could serve it
+    (either/or for a claim several profiles satisfy); a pod that needs more counts in the
+    bundle item of its shape, because the device plugin and the DRA scheduler give a pod
+    devices of one node only.
     """
     wanted = spec.from_pending_pods
     if wanted is None:
         return []
-    counts: Counter[tuple[str, ...]] = Counter()
-    pods: dict[tuple[str, ...], list[str]] = {}
+    counts: Counter[tuple[Part, ...]] = Counter()
+    pods: dict[tuple[Part, ...], list[str]] = {}
     for pod in inventory.pending_pods:
         labels = inventory.namespaces.get(pod.namespace, {})
         labels = {"kubernetes.io/metadata.name": pod.namespace, **labels}
         if not wanted.namespace_selector.matches(labels):
             continue
-        name = f"{pod.namespace}/{pod.name}"
-        key: tuple[str, ...]
-        for resource, quantity in sorted(pod.requests.items()):
-            if is_mig_resource(resource) and quantity > 0:
-                key = (profile_of(resource),)
-                counts[key] += quantity
-                pods.setdefault(key, []).append(name)
-        for claim in pod.claims:
-            if claim.profiles and claim.count > 0:
-                key = tuple(sorted(set(claim.profiles), key=profile_order))
-                counts[key] += claim.count
-                pods.setdefault(key, []).append(name)
-    return [
-        DemandItem(
-            key[0],
-            counts[key],
-            wanted.priority,
-            DemandKind.FREE,
-            tuple(dict.fromkeys(pods[key])),
-            alternatives=key[1:],
+        parts = pod_parts(pod)
+        if not parts:
+            continue
+        counts[parts] += 1
+        pods.setdefault(parts, []).append(f"{pod.namespace}/{pod.name}")
+    items = []
+    for parts in sorted(counts, key=lambda k: (len(k) > 1 or k[0].count > 1, k)):
+        single = len(parts) == 1 and parts[0].count == 1
+        first = parts[0].profiles
+        items.append(
+            DemandItem(
+                first[0],
+                counts[parts],
+                wanted.priority,
+                DemandKind.FREE,
+                tuple(pods[parts]),
+                alternatives=first[1:] if single else (),
+                per_pod=() if single else parts,
+            )
         )
-        for key in sorted(counts)
-    ]
+    return items
 
 
 def build_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:

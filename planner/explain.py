@@ -78,6 +78,8 @@ class Explainer:
         what = f"{short} x {names}"
         if not self._gpus:
             return f"{what}: the plan's node selector covers no GPU node"
+        if item.per_pod:
+            return self._bundle(item, short)
         models = sorted({g.model.model for g in self._gpus})
         by_model = {g.model.model: g.model for g in self._gpus}
         offering = [m for m in models if set(item.profiles) & set(by_model[m].profiles_by_name)]
@@ -114,3 +116,24 @@ class Explainer:
         if self.limits_reached:
             reason += f"; the plan is at policy limit {' and '.join(self.limits_reached)}"
         return reason
+
+    def _bundle(self, item: DemandItem, short: int) -> str:
+        """Why pods that need several instances on one node are short."""
+        what = f"{short} pods of {item.shape}"
+        by_model = {g.model.model: g.model for g in self._gpus}
+        for part in item.per_pod:
+            usable = [
+                m
+                for m, model in sorted(by_model.items())
+                if set(part.profiles) & allowed_new_profiles(model, self._policy)
+            ]
+            if not usable:
+                return (
+                    f"{what}: no covered GPU model offers {part.text} "
+                    "(or policy.allowedProfiles excludes it)"
+                )
+        return (
+            f"{what}: each pod needs its {item.per_unit} instances on one node; the free "
+            "instances the plan leaves are spread over nodes or go to other demand of equal "
+            "or higher weight (priority x compute slices)"
+        )

@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from migplan.planner.resources import part_text
 from migplan.planner.schema import CamelModel
 
 
@@ -55,6 +56,13 @@ class GpuPlan(CamelModel):
         return bool(self.operations)
 
 
+class PodPart(CamelModel):
+    """Part of what each pod of a bundle needs: `count` instances, each of any of `profiles`."""
+
+    profiles: tuple[str, ...]
+    count: int
+
+
 class DemandResult(CamelModel):
     """How one demand item fared."""
 
@@ -68,7 +76,12 @@ class DemandResult(CamelModel):
     requested: int
     met: int
     served: dict[str, int] | None = Field(
-        default=None, description="instances met per profile, for either/or items"
+        default=None, description="instances met per profile, for either/or items and bundles"
+    )
+    per_pod: tuple[PodPart, ...] = Field(
+        default=(),
+        description="for a bundle (pods needing several instances on one node): what each "
+        "pod needs; requested and met then count pods",
     )
     reason: str | None = Field(default=None, description="why the rest is unmet")
     pods: tuple[str, ...] = ()
@@ -79,8 +92,17 @@ class DemandResult(CamelModel):
         return self.requested - self.met
 
     @property
+    def per_unit(self) -> int:
+        """Instances one unit of requested/met stands for (a bundle's per pod, else 1)."""
+        return sum(p.count for p in self.per_pod) or 1
+
+    @property
     def label(self) -> str:
-        """What was asked for, as a person reads it: the resource, or `A or B` profiles."""
+        """What was asked for, as a person reads it: the resource, `A or B` profiles, or a
+        bundle's parts per pod."""
+        if self.per_pod:
+            each = " + ".join(part_text(p.profiles, p.count) for p in self.per_pod)
+            return f"pods of {each} on one node"
         if not self.alternatives:
             return self.resource
         return f"{self.resource} or {' or '.join(self.alternatives)}"
@@ -89,6 +111,11 @@ class DemandResult(CamelModel):
     def met_text(self) -> str:
         """Instances met, with the profiles that served an either/or item: `3 (2 x 1g.10gb,
         1 x 2g.20gb)`."""
+        if self.per_pod:
+            pods = f"{self.met} pod" + ("" if self.met == 1 else "s")
+            if not self.served:
+                return pods
+            return pods + " (" + ", ".join(f"{n} x {p}" for p, n in self.served.items()) + ")"
         if not self.served:
             return str(self.met)
         parts = ", ".join(f"{n} x {p}" for p, n in self.served.items())
@@ -141,8 +168,8 @@ class PlanSummary(CamelModel):
     gpus_changed: int
     nodes_touched: int
     evictions: int
-    requested: int
-    met: int
+    requested: int = Field(description="instances requested (a bundle's pods times theirs)")
+    met: int = Field(description="instances met")
 
 
 class Plan(CamelModel):

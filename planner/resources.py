@@ -38,3 +38,9 @@ def profile_of(resource: str) -> str:
 def is_mig_resource(resource: str) -> bool:
     """Whether `resource` names a MIG profile."""
     return bool(RESOURCE_NAME.match(resource))
+
+
+def part_text(profiles: tuple[str, ...], count: int) -> str:
+    """`2 x 1g.10gb`, `1 x (1g.10gb or 2g.20gb)`: instances of any of `profiles`."""
+    names = profiles[0] if len(profiles) == 1 else f"({' or '.join(profiles)})"
+    return f"{count} x {names}"

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from migplan.planner.allocation import allocate
+from migplan.planner.allocation import allocate, hostable, take_scattered
 from migplan.planner.catalog import GpuModel
 from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.errors import MigplanInputError
@@ -150,7 +150,7 @@ def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec) -> list[str]:
 
 def _served(item: DemandItem, result: DemandResult) -> tuple[dict[str, int], list[str]]:
     """What each profile gave an item, as its result reports it, and what is wrong there."""
-    if not item.alternatives:
+    if not item.alternatives and not item.per_pod:
         if result.served is not None:
             return {}, ["reports served per profile for an item of one profile"]
         return {item.profile: result.met}, []
@@ -158,9 +158,77 @@ def _served(item: DemandItem, result: DemandResult) -> tuple[dict[str, int], lis
     problems = [
         f"served by {p}, which is not one of its profiles" for p in served if p not in item.profiles
     ]
-    if any(n < 0 for n in served.values()) or sum(served.values()) != result.met:
-        problems.append(f"served {served} does not add up to met {result.met}")
+    instances = result.met * item.per_unit
+    if any(n < 0 for n in served.values()) or sum(served.values()) != instances:
+        problems.append(f"served {served} does not add up to {instances} instances met")
     return served, problems
+
+
+def _targets_supply(
+    plan: Plan, gpus: Sequence[GpuState]
+) -> tuple[Counter[str], Counter[str], dict[str, Counter[str]]]:
+    """Per profile: instances in the targets and in use now; per node: instances free for
+    pending pods, once evicted pods are rehosted (where `allocation` rehosts them)."""
+    total: Counter[str] = Counter()
+    pinned: Counter[str] = Counter()
+    nodes: dict[str, Counter[str]] = {}
+    evicted: Counter[str] = Counter()
+    for gpu, gp in zip(gpus, plan.gpus, strict=True):
+        after = [i.profile for i in Layout.parse(gp.after).instances]
+        total.update(after)
+        pinned.update(i.profile for i in gpu.pins)
+        free = nodes.setdefault(gp.node, Counter())
+        free.update(after)
+        for instance, pod in gpu.pins.items():
+            if pod in gp.evict:
+                evicted[instance.profile] += 1
+            else:
+                free[instance.profile] -= 1
+    for profile, count in sorted(evicted.items()):
+        take_scattered(nodes, profile, count)
+    return total, pinned, nodes
+
+
+def _bundle_hosted(
+    item: DemandItem, result: DemandResult, nodes: dict[str, Counter[str]]
+) -> list[str]:
+    """A bundle's pods each need a node that holds all their instances."""
+    if not item.per_pod or result.met <= (hosts := hostable(item.per_pod, nodes)):
+        return []
+    return [
+        f"reports {result.met} pods of {item.shape} met; one node each, the targets host {hosts}"
+    ]
+
+
+def _against_allocation(
+    demand: Sequence[DemandItem],
+    plan: Plan,
+    could: Sequence[int],
+    *,
+    short: tuple[int, int] | None,
+) -> list[Problem]:
+    """Items the plan reports below the allocation the targets allow (when its weighted
+    demand met falls `short`: (reported, possible)), and bundles reported above it."""
+    found = []
+    for item, result, best in zip(demand, plan.demand, could, strict=True):
+        where = f"demand {result.resource} ({item.kind.value})"
+        if short and result.met < best:
+            found.append(
+                Problem(
+                    where,
+                    f"reports {result.met} met; the targets allow {best} for {item.count} "
+                    f"requested (weighted demand met {short[0]}, possible {short[1]})",
+                )
+            )
+        if item.per_pod and result.met > best:
+            found.append(
+                Problem(
+                    where,
+                    f"reports {result.met} pods of {item.shape} met; placed one node each, "
+                    f"the targets host {best} beside the other demand",
+                )
+            )
+    return found
 
 
 def _check_demand(
@@ -169,11 +237,7 @@ def _check_demand(
     problems = []
     if len(plan.demand) != len(demand):
         return [Problem("demand", f"{len(plan.demand)} results for {len(demand)} items")]
-    total: Counter[str] = Counter()
-    pinned: Counter[str] = Counter()
-    for gpu, gp in zip(gpus, plan.gpus, strict=True):
-        total.update(i.profile for i in Layout.parse(gp.after).instances)
-        pinned.update(i.profile for i in gpu.pins)
+    total, pinned, nodes = _targets_supply(plan, gpus)
     available = {
         DemandKind.TOTAL: total,
         DemandKind.FREE: Counter({p: max(total[p] - pinned[p], 0) for p in total}),
@@ -181,9 +245,20 @@ def _check_demand(
     taken: dict[DemandKind, Counter[str]] = {kind: Counter() for kind in DemandKind}
     for item, result in zip(demand, plan.demand, strict=True):
         where = f"demand {result.resource} ({item.kind.value})"
-        as_reported = (result.profile, tuple(result.alternatives), result.requested)
-        if as_reported != (item.profile, item.alternatives, item.count):
+        as_reported = (
+            result.profile,
+            tuple(result.alternatives),
+            result.requested,
+            tuple((p.profiles, p.count) for p in result.per_pod),
+        )
+        if as_reported != (
+            item.profile,
+            item.alternatives,
+            item.count,
+            tuple((p.profiles, p.count) for p in item.per_pod),
+        ):
             problems.append(Problem(where, "does not match the demand item it reports"))
+        problems += [Problem(where, message) for message in _bundle_hosted(item, result, nodes)]
         if not 0 <= result.met <= result.requested:
             problems.append(Problem(where, f"met {result.met} of {result.requested}"))
         served, wrong = _served(item, result)
@@ -198,18 +273,11 @@ def _check_demand(
                         f"reports {count} met; the targets provide {available[kind][profile]}",
                     )
                 )
-    best = allocate(demand, available)
+    best = allocate(demand, available, nodes=nodes if any(i.per_pod for i in demand) else None)
     reported = sum(r.met * demand_weight(i) for i, r in zip(demand, plan.demand, strict=True))
-    if not problems and reported < best.weighted(demand):
-        problems += [
-            Problem(
-                f"demand {result.resource} ({item.kind.value})",
-                f"reports {result.met} met; the targets allow {could} for {item.count} "
-                f"requested (weighted demand met {reported}, possible {best.weighted(demand)})",
-            )
-            for item, result, could in zip(demand, plan.demand, best.met, strict=True)
-            if result.met < could
-        ]
+    possible = best.weighted(demand)
+    short = (reported, possible) if not problems and reported < possible else None
+    problems += _against_allocation(demand, plan, best.met, short=short)
     if any(gp.evict for gp in plan.gpus):
         problems += [
             Problem(

@@ -69,6 +69,23 @@ def want():
     return make
 
 
+@pytest.fixture
+def bundle():
+    """Build bundle items (pods needing several instances on one node):
+    bundle(2, {"1g.10gb": 2}) is two pods of 2 x 1g.10gb each; a part's key may be a tuple of
+    profiles any of which serves: bundle(1, {("1g.10gb", "2g.20gb"): 1, "3g.40gb": 1})."""
+    from migplan.planner.demand import DemandItem, DemandKind, Part
+
+    def make(pods: int, parts: dict, *, priority: int = 1) -> DemandItem:
+        per_pod = tuple(
+            sorted(Part((k,) if isinstance(k, str) else tuple(k), n) for k, n in parts.items())
+        )
+        first = per_pod[0].profiles[0]
+        return DemandItem(first, pods, priority, DemandKind.FREE, per_pod=per_pod)
+
+    return make
+
+
 def _load_harness():
     import importlib.util
     import sys

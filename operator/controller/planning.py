@@ -151,6 +151,11 @@ def plan_status(
                 {
                     "resource": r.resource,
                     **({"alternatives": list(r.alternatives)} if r.alternatives else {}),
+                    **(
+                        {"perPod": [p.model_dump(by_alias=True) for p in r.per_pod]}
+                        if r.per_pod
+                        else {}
+                    ),
                     "requested": r.requested,
                     "met": r.met,
                     **({"served": r.served} if r.served else {}),

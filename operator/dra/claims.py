@@ -230,12 +230,6 @@ class ClaimReader:
                         profiles=tuple(got[1]),
                     )
                 )
-        devices = sum(r.count for r in found)
-        if devices > 1:
-            self.notes.append(
-                f"{where}: asks for {devices} MIG devices, which the scheduler puts on one "
-                "node; migplan counts them fleet-wide (node locality is not planned yet)"
-            )
         return found
 
     def extended(self, requests: Mapping[str, int]) -> list[ClaimRequest]:

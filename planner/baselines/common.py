@@ -12,26 +12,34 @@ from migplan.planner.layout import Layout
 from migplan.planner.plan import Plan, SolverReport
 
 
+def _wanted(demand: Sequence[DemandItem]) -> dict[DemandKind, Counter[str]]:
+    """Instances wanted per kind and profile, each item (or bundle part) at its first profile."""
+    wanted: dict[DemandKind, Counter[str]] = {kind: Counter() for kind in DemandKind}
+    for item in demand:
+        for part in item.parts:
+            wanted[item.kind][part.profiles[0]] += item.count * part.count
+    return wanted
+
+
 def missing_demand(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Counter[str]:
     """Instances per profile still wanted given the current layouts (unused ones count).
 
-    An either/or item counts as demand for its first profile: the peers these baselines
-    stand for have no either/or demand (the plan's allocation still lets any of its
-    profiles serve it)."""
+    An either/or item counts as demand for its first profile, and a bundle as its parts
+    fleet-wide: the peers these baselines stand for have neither (the plan's allocation
+    still lets any of an item's profiles serve it, and places each bundle pod on one node)."""
     total: Counter[str] = Counter()
     used: Counter[str] = Counter()
     for gpu in gpus:
         total.update(i.profile for i in gpu.layout.instances)
         used.update(i.profile for i in gpu.pins)
+    wanted = _wanted(demand)
     missing: Counter[str] = Counter()
-    for profile in {d.profile for d in demand}:
-        want_total = sum(
-            d.count for d in demand if d.profile == profile and d.kind is DemandKind.TOTAL
+    for profile in set(wanted[DemandKind.TOTAL]) | set(wanted[DemandKind.FREE]):
+        short = max(
+            wanted[DemandKind.TOTAL][profile] - total[profile],
+            wanted[DemandKind.FREE][profile] - (total[profile] - used[profile]),
+            0,
         )
-        want_free = sum(
-            d.count for d in demand if d.profile == profile and d.kind is DemandKind.FREE
-        )
-        short = max(want_total - total[profile], want_free - (total[profile] - used[profile]), 0)
         if short:
             missing[profile] = short
     return missing
@@ -41,7 +49,9 @@ def priority_of(demand: Sequence[DemandItem]) -> Callable[[str], int]:
     """The highest priority asking for each profile."""
     best: dict[str, int] = {}
     for d in demand:
-        best[d.profile] = max(best.get(d.profile, 0), d.priority)
+        for part in d.parts:
+            profile = part.profiles[0]
+            best[profile] = max(best.get(profile, 0), d.priority)
     return lambda profile: best.get(profile, 0)
 
 

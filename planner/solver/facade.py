@@ -6,8 +6,10 @@ The pass, all inside one time limit:
    plans;
 3. the CP-SAT stages from the best starting point (`stages.py`);
 4. counts to concrete layouts with the fewest operations (`assign.py`);
-5. the best of the solver's plan and the starting points on the whole lexicographic
-   objective: whatever the limit, the plan is never worse than a baseline.
+5. pods that need several instances on one node, where the solver's plan leaves theirs
+   spread, get nodes reshaped for them (`bundles.py`);
+6. the best of the solver's plan (with and without 5) and the starting points on the whole
+   lexicographic objective: whatever the limit, the plan is never worse than a baseline.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
 from migplan.planner.plan import Plan, SolverReport, SolverStage
 from migplan.planner.solver.assign import map_to_gpus
+from migplan.planner.solver.bundles import place_bundles
 from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel
@@ -35,6 +38,7 @@ from migplan.planner.spec import Disruption, PolicySpec
 SEED = 0
 KEEP = "keep everything"
 SOLVER = "cp-sat"
+BUNDLES = "cp-sat, bundles placed"
 Targets = dict[GpuKey, Layout]
 STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Targets]], ...] = (
     ("greedy (nos)", greedy_targets),
@@ -134,6 +138,10 @@ def plan(
     # Never worse than where it started: the solver's plan against every starting point the
     # policy allows. Sorting is stable, so on ties the solver's plan (listed first) wins.
     candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved), *starts.ranked]
+    placed = place_bundles(gpus, solved, demand, policy)
+    if placed is not None:
+        note("placing pods that need several instances on one node")
+        candidates.append((score(gpus, placed, demand, rebuild=rebuild), BUNDLES, placed))
     chosen_score, chosen, targets = next(
         c
         for c in sorted(candidates, key=lambda c: c[0], reverse=True)
@@ -141,11 +149,18 @@ def plan(
     )
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
+    bound = result.bound if result.found else None
+    # Bundles are counted fleet-wide in the model: its optimum is proven for the plan only
+    # where the plan's allocation, one node per pod, meets as much.
+    relaxed = any(item.per_pod for item in demand)
+    proven = result.optimal and not (
+        relaxed and (bound is None or chosen_score.weighted_met < bound)
+    )
     report = _report(
         pm,
-        result_bound=result.bound if result.found else None,
+        result_bound=bound,
         chosen_score=chosen_score,
-        optimal=result.optimal,
+        optimal=proven,
         stages=tuple(result.stages),
         seconds=time.monotonic() - started,
         workers=workers,

@@ -11,9 +11,10 @@ limit — has no hint (None).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
+from ortools.sat.python import cp_model
 
 from migplan.planner.allocation import allocate
 from migplan.planner.assemble import GpuKey, gpu_key
@@ -111,12 +112,15 @@ def _meet(pm: PlanningModel, values: dict[int, int], supply: Counter[str]) -> No
         DemandKind.FREE: {p: supply[p] - pm.pins[p] for p in supply},
     }
     allocation = allocate(pm.demand, available)
-    for met, serve, got, served in zip(
-        pm.met, pm.serve, allocation.met, allocation.served, strict=True
+    for n, (met, serve, got, served) in enumerate(
+        zip(pm.met, pm.serve, allocation.met, allocation.served, strict=True)
     ):
         values[met.index] = got
         for profile, var in serve.items():
             values[var.index] = served.get(profile, 0)
+        for row, part in zip(pm.parts[n], allocation.parts[n], strict=True):
+            for profile, var in row.items():
+                values[var.index] = part.get(profile, 0)
 
 
 def carry_over(
@@ -138,17 +142,28 @@ def carry_over(
     for row_to, row_from in zip(target.take, source.take, strict=True):
         for to, came in zip(row_to, row_from, strict=True):
             put(to, came)
-    for to, came in zip(target.met, source.met, strict=True):
+    for to, came in _demand_variables(source=source, target=target):
         put(to, came)
-    for to_item, from_item in zip(target.serve, source.serve, strict=True):
-        for profile, came in from_item.items():
-            put(to_item[profile], came)
     for to, came in zip(target.touched, source.touched, strict=True):
         put(to, came)
     for to_group, from_group in zip(target.moved, source.moved, strict=True):
         for c, came in from_group.items():
             put(to_group[c], came)
     return out
+
+
+def _demand_variables(
+    *, source: PlanningModel, target: PlanningModel
+) -> Iterator[tuple[cp_model.IntVar, cp_model.IntVar]]:
+    """(target's, source's) variable pairs of the demand items: met, served, parts."""
+    yield from zip(target.met, source.met, strict=True)
+    for to_item, from_item in zip(target.serve, source.serve, strict=True):
+        for profile, came in from_item.items():
+            yield to_item[profile], came
+    for to_parts, from_parts in zip(target.parts, source.parts, strict=True):
+        for to_row, from_row in zip(to_parts, from_parts, strict=True):
+            for profile, came in from_row.items():
+                yield to_row[profile], came
 
 
 def keeping_more(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> dict[GpuKey, Layout]:

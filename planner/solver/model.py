@@ -5,8 +5,10 @@ Variables
 - `flow[c][r]`: those that change along route r of the class (into a pool, at an eviction
   cost per GPU); they add up to `changed[c]`;
 - `take[p][o]`: GPUs of pool p that take option o; they add up to the flows into the pool;
-- `met[i]`: instances provided for demand item i; `serve[i][P]` those of profile P (an
-  either/or item has one per alternative, adding up to `met[i]`);
+- `met[i]`: instances provided for demand item i (pods, for a bundle); `serve[i][P]` those
+  of profile P (an either/or item has one per alternative, adding up to `met[i]`; a bundle's
+  parts each add up to their count per pod times `met[i]`, counted fleet-wide: the
+  relaxation of "each pod on one node" that the allocation then honours);
 - node groups: nodes with the same number of GPUs of each class are interchangeable; per
   group g, `touched[g]` counts nodes touched and `moved[g][c]` the GPUs of class c changed
   there. A group's changes fit on its touched nodes iff moved[g][c] <= touched[g] * (GPUs of
@@ -83,6 +85,8 @@ class PlanningModel:
     serve: list[dict[str, cp_model.IntVar]] = field(default_factory=list)
     """Per demand item: instances of each of its profiles that serve it (the met variable
     itself for an item of one profile)."""
+    parts: list[list[dict[str, cp_model.IntVar]]] = field(default_factory=list)
+    """Per demand item, per part (a bundle's parts; else one): instances of each profile."""
     groups: list[NodeGroup] = field(default_factory=list)
     touched: list[cp_model.IntVar] = field(default_factory=list)
     moved: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
@@ -170,12 +174,43 @@ class PlanningModel:
             terms += zip(row, pool.supply[:, k].tolist(), strict=True)
         return _sum(terms, constant)
 
+    def _bundle(self, n: int, item: DemandItem, met: cp_model.IntVar) -> None:
+        """A bundle's parts, each `part.count` instances per pod met, and their profiles'
+        totals. Counted fleet-wide: a relaxation of one node per pod, which the plan's
+        allocation (`allocation.py`) then honours, so the plan never reports more."""
+        parts: list[dict[str, cp_model.IntVar]] = []
+        for j, part in enumerate(item.per_pod):
+            top = item.count * part.count
+            if len(part.profiles) == 1:
+                var = self.model.new_int_var(0, top, f"part_{n}_{j}")
+                self.model.add(var == part.count * met)
+                parts.append({part.profiles[0]: var})
+                continue
+            row = {p: self.model.new_int_var(0, top, f"part_{n}_{j}_{p}") for p in part.profiles}
+            self.model.add(_sum([(v, 1) for v in row.values()]) == part.count * met)
+            parts.append(row)
+        serve: dict[str, cp_model.IntVar] = {}
+        for k, profile in enumerate(item.profiles):
+            using = [row[profile] for row in parts if profile in row]
+            if len(using) == 1:
+                serve[profile] = using[0]
+                continue
+            total = self.model.new_int_var(0, item.count * item.per_unit, f"serve_{n}_{k}")
+            self.model.add(total == _sum([(v, 1) for v in using]))
+            serve[profile] = total
+        self.serve.append(serve)
+        self.parts.append(parts)
+
     def _supply_and_demand(self) -> None:
         for n, item in enumerate(self.demand):
             met = self.model.new_int_var(0, item.count, f"met_{n}")
             self.met.append(met)
+            if item.per_pod:
+                self._bundle(n, item, met)
+                continue
             if not item.alternatives:
                 self.serve.append({item.profile: met})
+                self.parts.append([self.serve[-1]])
                 continue
             serve = {
                 p: self.model.new_int_var(0, item.count, f"serve_{n}_{k}")
@@ -183,6 +218,7 @@ class PlanningModel:
             }
             self.model.add(_sum([(v, 1) for v in serve.values()]) == met)
             self.serve.append(serve)
+            self.parts.append([serve])
         # Profiles outside the pools' columns are asked for zero times: nothing to constrain.
         wanted = {p for item in self.demand for p in item.profiles}
         for profile in sorted(wanted & set(self.pools.profiles)):

@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-from migplan.planner.allocation import allocate
-from migplan.planner.assemble import GpuKey, gpu_key, supply_of
+from migplan.planner.assemble import GpuKey, allocate_supply, gpu_key, supply_of
 from migplan.planner.demand import DemandItem
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
@@ -53,9 +52,7 @@ def score(
     rebuild: bool = False,
 ) -> Score:
     """The criteria of the plan taking every GPU to its layout in `targets`."""
-    weighted = allocate(demand, supply_of(gpus, targets, rebuild=rebuild).available()).weighted(
-        demand
-    )
+    weighted = allocate_supply(demand, supply_of(gpus, targets, rebuild=rebuild)).weighted(demand)
     evictions = changed = room = steps = 0
     nodes: set[str] = set()
     for gpu in gpus:

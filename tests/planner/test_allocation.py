@@ -69,3 +69,110 @@ def test_the_flow_agrees_with_greedy_on_plain_items(case) -> None:
     # Without alternatives, priority-first greedy is optimal and the flow keeps its ties.
     demand, available = case
     assert _flow(demand, available) == _greedy(demand, available)
+
+
+def test_a_bundle_needs_one_node_that_holds_all_its_instances(bundle) -> None:
+    demand = [bundle(1, {"1g.10gb": 2})]
+    spread = {"a": {"1g.10gb": 1}, "b": {"1g.10gb": 1}}
+    available = supply(free={"1g.10gb": 2})
+    assert allocate(demand, available, nodes=spread).met == (0,)
+    # The whole fleet as one node: the solver's relaxation.
+    assert allocate(demand, available).met == (1,)
+    together = {"a": {"1g.10gb": 2}, "b": {}}
+    result = allocate(demand, available, nodes=together)
+    assert result.met == (1,)
+    assert result.served == ({"1g.10gb": 2},)
+
+
+def test_single_instances_come_from_the_nodes_with_least_free(want, bundle) -> None:
+    # Taking the single from node a would leave no node with two free.
+    demand = [want("1g.10gb", 1), bundle(2, {"1g.10gb": 2})]
+    nodes = {"a": {"1g.10gb": 1}, "b": {"1g.10gb": 2}}
+    result = allocate(demand, supply(free={"1g.10gb": 3}), nodes=nodes)
+    assert result.met == (1, 1)
+
+
+def test_a_higher_priority_bundle_goes_before_lower_singles(want, bundle) -> None:
+    demand = [want("1g.10gb", 2), bundle(1, {"1g.10gb": 2}, priority=5)]
+    result = allocate(demand, supply(free={"1g.10gb": 2}), nodes={"a": {"1g.10gb": 2}})
+    assert result.met == (0, 1)
+
+
+def test_bundle_parts_with_alternatives(bundle) -> None:
+    demand = [bundle(2, {("1g.10gb", "2g.20gb"): 1, "3g.40gb": 1})]
+    nodes = {"a": {"2g.20gb": 1, "3g.40gb": 1}, "b": {"1g.10gb": 1, "3g.40gb": 1}}
+    result = allocate(demand, supply(free={}), nodes=nodes)
+    assert result.met == (2,)
+    assert result.served == ({"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 2},)
+    assert result.parts == (({"1g.10gb": 1, "2g.20gb": 1}, {"3g.40gb": 2}),)
+
+
+def test_explicit_totals_are_not_taken_from_nodes(want, bundle) -> None:
+    demand = [want("1g.10gb", 2, kind="total", priority=9), bundle(1, {"1g.10gb": 2})]
+    nodes = {"a": {"1g.10gb": 2}}
+    result = allocate(demand, supply(total={"1g.10gb": 2}, free={"1g.10gb": 2}), nodes=nodes)
+    assert result.met == (2, 1)
+
+
+@st.composite
+def bundle_problems(draw):
+    from migplan.planner.demand import Part
+
+    items = []
+    for _ in range(draw(st.integers(1, 5))):
+        profiles = draw(st.lists(st.sampled_from(PROFILES), min_size=1, max_size=2, unique=True))
+        count = draw(st.integers(0, 4))
+        priority = draw(st.integers(1, 3))
+        if draw(st.booleans()):
+            parts = draw(
+                st.lists(
+                    st.builds(
+                        Part,
+                        st.lists(st.sampled_from(PROFILES), min_size=1, max_size=2, unique=True)
+                        .map(sorted)
+                        .map(tuple),
+                        st.integers(1, 3),
+                    ),
+                    min_size=1,
+                    max_size=2,
+                )
+            )
+            items.append(
+                DemandItem(
+                    parts[0].profiles[0], count, priority, DemandKind.FREE, per_pod=tuple(parts)
+                )
+            )
+        else:
+            items.append(
+                DemandItem(
+                    profiles[0], count, priority, DemandKind.FREE, alternatives=tuple(profiles[1:])
+                )
+            )
+    free = st.dictionaries(st.sampled_from(PROFILES), st.integers(0, 4))
+    nodes = draw(st.dictionaries(st.sampled_from("abcd"), free, max_size=4))
+    return items, nodes
+
+
+@settings(max_examples=300)
+@given(bundle_problems())
+def test_bundles_never_take_more_than_their_nodes_hold(case) -> None:
+    from collections import Counter
+
+    from migplan.planner.allocation import hostable
+
+    demand, nodes = case
+    fleet = sum((Counter(free) for free in nodes.values()), Counter())
+    result = allocate(demand, supply(free=fleet), nodes=nodes)
+    taken = sum((Counter(s) for s in result.served), Counter())
+    assert all(taken[p] <= fleet[p] for p in taken)
+    for item, met, served, parts in zip(
+        demand, result.met, result.served, result.parts, strict=True
+    ):
+        assert 0 <= met <= item.count
+        assert sum(served.values()) == met * item.per_unit
+        assert set(served) <= set(item.profiles)
+        if item.per_pod:
+            assert met <= hostable(item.per_pod, nodes)
+            for part, got in zip(item.per_pod, parts, strict=True):
+                assert sum(got.values()) == part.count * met
+                assert set(got) <= set(part.profiles)

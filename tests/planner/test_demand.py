@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from migplan.planner.demand import DemandKind, build_demand
+from migplan.planner.demand import DemandKind, build_demand, demand_weight
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import Inventory
 from migplan.planner.resources import profile_of, resource_name
@@ -62,12 +62,14 @@ def test_pending_pods_filtered_by_namespace_and_counted_in_full() -> None:
         }
     )
     items = build_demand(spec, inventory)
-    assert [(i.profile, i.count, i.priority, i.kind) for i in items] == [
-        ("7g.80gb", 1, 3, DemandKind.TOTAL),
-        ("1g.10gb", 3, 7, DemandKind.FREE),
-        ("3g.40gb", 1, 7, DemandKind.FREE),
+    # Pods needing several instances need them on one node: each shape is a bundle of pods.
+    assert [(i.profile, i.count, i.priority, i.kind, i.shape) for i in items] == [
+        ("7g.80gb", 1, 3, DemandKind.TOTAL, "1 x 7g.80gb"),
+        ("1g.10gb", 1, 7, DemandKind.FREE, "1 x 1g.10gb + 1 x 3g.40gb"),
+        ("1g.10gb", 1, 7, DemandKind.FREE, "2 x 1g.10gb"),
     ]
-    assert items[1].pods == ("ml/a", "ml/b")
+    assert [i.pods for i in items[1:]] == [("ml/b",), ("ml/a",)]
+    assert [i.per_unit for i in items] == [1, 2, 2]
 
 
 def test_namespace_name_label_is_implied() -> None:
@@ -89,7 +91,7 @@ def test_namespace_name_label_is_implied() -> None:
     assert [i.count for i in build_demand(spec, inventory)] == [1]
 
 
-def test_claims_become_either_or_items_grouped_by_their_profiles() -> None:
+def test_claims_become_either_or_items_or_bundles_by_their_shape() -> None:
     inventory = Inventory.model_validate(
         {
             "nodes": [],
@@ -108,15 +110,28 @@ def test_claims_become_either_or_items_grouped_by_their_profiles() -> None:
                     "requests": {"nvidia.com/mig-1g.10gb": 1},
                     "claims": [{"claim": "b-gpu", "profiles": ["1g.10gb", "2g.20gb"]}],
                 },
+                {
+                    "namespace": "ml",
+                    "name": "c",
+                    "claims": [{"claim": "c-gpu", "profiles": ["2g.20gb", "1g.10gb"]}],
+                },
             ],
         }
     )
     spec = DemandSpec.model_validate({"fromPendingPods": {}})
     items = build_demand(spec, inventory)
-    assert [(i.profiles, i.count, i.pods) for i in items] == [
-        (("1g.10gb",), 1, ("ml/b",)),
-        (("1g.10gb", "2g.20gb"), 3, ("ml/a", "ml/b")),
+    assert [(i.profiles, i.count, i.pods, i.shape) for i in items] == [
+        (("1g.10gb", "2g.20gb"), 1, ("ml/c",), "1 x (1g.10gb or 2g.20gb)"),
+        (("1g.10gb", "2g.20gb"), 1, ("ml/b",), "1 x 1g.10gb + 1 x (1g.10gb or 2g.20gb)"),
+        (("1g.10gb", "2g.20gb"), 1, ("ml/a",), "2 x (1g.10gb or 2g.20gb)"),
     ]
+    # One instance: either/or; several: a bundle, worth its parts at their smallest profile.
+    assert [(i.alternatives, len(i.per_pod)) for i in items] == [
+        (("2g.20gb",), 0),
+        ((), 2),
+        ((), 1),
+    ]
+    assert [demand_weight(i) for i in items] == [1, 2, 2]
 
 
 def test_explicit_alternatives() -> None:

@@ -165,9 +165,9 @@ def either_or(gpu, want):
     ("served", "message"),
     [
         ({"4g.24gb": 2}, "served by 4g.24gb, which is not one of its profiles"),
-        ({"1g.6gb": 1}, "does not add up to met 2"),
+        ({"1g.6gb": 1}, "does not add up to 2 instances met"),
         ({"2g.12gb": 2}, "reports 3 met; the targets provide 1"),
-        (None, "does not add up to met 2"),
+        (None, "does not add up to 2 instances met"),
     ],
 )
 def test_either_or_reporting(either_or, served, message) -> None:
@@ -194,3 +194,18 @@ def test_either_or_must_be_allocated_as_well_as_the_targets_allow(either_or) -> 
     )
     found = problems_of(worse, gpus, demand, PolicySpec())
     assert any("reports 0 met; the targets allow 1 for 1 requested" in str(p) for p in found), found
+
+
+def test_a_bundle_pod_needs_one_node_with_all_its_instances(gpu, bundle) -> None:
+    gpus = [gpu("A30", "1g.6gb@0", node="a"), gpu("A30", "1g.6gb@0", node="b")]
+    demand = [bundle(1, {"1g.6gb": 2})]
+    result = plan(gpus, demand, PolicySpec(disruption=Disruption.NONE, max_gpus_changed=0))
+    assert problems_of(result, gpus, demand, PolicySpec()) == []
+    assert result.demand[0].met == 0
+    claimed = result.model_copy(
+        update={
+            "demand": (result.demand[0].model_copy(update={"met": 1, "served": {"1g.6gb": 2}}),)
+        }
+    )
+    found = problems_of(claimed, gpus, demand, PolicySpec())
+    assert any("one node each, the targets host 0" in str(p) for p in found), found

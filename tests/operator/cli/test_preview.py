@@ -195,8 +195,18 @@ def test_dra_example_previews_offline_with_either_or_claims(capsys) -> None:
     code, out, err = call(capsys, "preview", plan, "--cluster", cluster, "-o", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["summary"]["met"] == doc["summary"]["requested"] == 4
+    # Instances: 1 explicit, 2 either/or claims, 1 finetune, the pair pod's 2.
+    assert doc["summary"]["met"] == doc["summary"]["requested"] == 6
     claims = next(d for d in doc["demand"] if d["alternatives"] and d["kind"] == "free")
     assert sum(claims["served"].values()) == 2
     assert set(claims["served"]) <= {claims["profile"], *claims["alternatives"]}
+    # The pair pod's claim asks for two devices: both on one node.
+    (pair,) = (d for d in doc["demand"] if d["perPod"])
+    assert (pair["perPod"], pair["met"], pair["pods"]) == (
+        [{"profiles": ["1g.10gb"], "count": 2}],
+        1,
+        ["ml/pair-0"],
+    )
+    nodes = {g["node"] for g in doc["gpus"] if "1g.10gb" in g["after"]}
+    assert len(nodes) == 1
     assert doc["summary"]["evictions"] == 0  # the instances claims hold stay

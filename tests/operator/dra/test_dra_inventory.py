@@ -239,7 +239,6 @@ def test_a_claim_from_a_template_is_read_before_it_is_made() -> None:
     s = state(templates=[template])
     (found,) = requests_of(p, s)
     assert (found.claim, found.count, found.profiles) == ("worker-gpu", 2, ("1g.10gb",))
-    assert any("asks for 2 MIG devices" in n and "fleet-wide" in n for n in s.notes)
     # Once the controller made the claim, the pod's status names it and it is read instead.
     made = claim("worker-gpu-x7", [exactly(cls="small-mig", count=3)])
     p = pod("worker", claims=[("gpu", None, "two-small")], statuses=[("gpu", "worker-gpu-x7")])

@@ -206,3 +206,95 @@ def test_exhaustive_on_a_larger_model(gpu, want) -> None:
         if (s := score(gpus, [a, b], items, policy)) is not None
     )
     assert plan_score(gpus, items, policy) == best
+
+
+def _bundles_met(gpus, layouts, demand) -> int:
+    """Weighted demand met with bundles (policy none: every pin stays where it is): every
+    placement of every bundle's pods on nodes, then the single items greedily by priority on
+    what is left fleet-wide (exact: single instances are interchangeable)."""
+    free: dict[str, Counter] = {}
+    for g, layout in zip(gpus, layouts, strict=True):
+        node = free.setdefault(g.node, Counter())
+        node.update(i.profile for i in layout.instances)
+        node.subtract(i.profile for i in g.pins)
+    nodes = sorted(free)
+    bundles = [d for d in demand if d.per_pod]
+    singles = sorted((d for d in demand if not d.per_pod), key=lambda d: -d.priority)
+
+    def weight(item) -> int:
+        return item.priority * sum(p.count * int(p.profiles[0].split("g.")[0]) for p in item.parts)
+
+    def best(n, left) -> int:
+        if n == len(bundles):
+            fleet = sum(left.values(), Counter())
+            got = 0
+            for item in singles:
+                took = min(item.count, max(fleet[item.profile], 0))
+                fleet[item.profile] -= took
+                got += took * weight(item)
+            return got
+        item = bundles[n]
+        found = 0
+        for split in product(range(item.count + 1), repeat=len(nodes)):
+            if sum(split) > item.count:
+                continue
+            trial = {k: Counter(v) for k, v in left.items()}
+            for node, pods in zip(nodes, split, strict=True):
+                for part in item.per_pod:
+                    trial[node][part.profiles[0]] -= part.count * pods
+            if any(v < 0 for c in trial.values() for v in c.values()):
+                continue
+            found = max(found, sum(split) * weight(item) + best(n + 1, trial))
+        return found
+
+    return best(0, free)
+
+
+@pytest.mark.parametrize(
+    ("fleet", "demand"),
+    [
+        # one free 1g on each of two nodes, an empty GPU on a third
+        (
+            [
+                ("A30", "1g.6gb@0+1g.6gb@1", {"1g.6gb@0": "ns/a"}, "n1"),
+                ("A30", "1g.6gb@0+1g.6gb@1", {"1g.6gb@0": "ns/b"}, "n2"),
+                ("A30", "-", {}, "n3"),
+            ],
+            [({"1g.6gb": 2}, 1, 1)],
+        ),
+        # a bundle of two profiles next to single pods that want the same slices
+        (
+            [("A30", "-", {}, "n1"), ("A30", "2g.12gb@0", {"2g.12gb@0": "ns/a"}, "n2")],
+            [({"2g.12gb": 1, "1g.6gb": 1}, 2, 2), ("1g.6gb", 2, 1)],
+        ),
+        # two pods of three instances each on two nodes of one GPU each
+        (
+            [("A30", "1g.6gb@3", {"1g.6gb@3": "ns/a"}, "n1"), ("A30", "-", {}, "n2")],
+            [({"1g.6gb": 3}, 2, 1), ("2g.12gb", 1, 1)],
+        ),
+    ],
+)
+def test_bundles_met_as_well_as_exhaustive_placement(gpu, want, bundle, fleet, demand) -> None:
+    from migplan.planner.layout import Layout
+
+    gpus = [
+        gpu(m, layout, node=node, index=i, pins=pins)
+        for i, (m, layout, pins, node) in enumerate(fleet)
+    ]
+    items = [
+        bundle(n, what, priority=w) if isinstance(what, dict) else want(what, n, priority=w)
+        for what, n, w in demand
+    ]
+    policy = PolicySpec()
+    best = max(
+        _bundles_met(gpus, combo, items)
+        for combo in product(*(enumerate_layouts(g.model) for g in gpus))
+        if all(set(g.pins) <= set(lay.instances) for g, lay in zip(gpus, combo, strict=True))
+    )
+    result = plan(gpus, items, policy)
+    got = _bundles_met(gpus, [Layout.parse(g.after) for g in result.gpus], items)
+    reported = sum(
+        r.met * d.priority * sum(p.count * int(p.profiles[0].split("g.")[0]) for p in d.parts)
+        for r, d in zip(result.demand, items, strict=True)
+    )
+    assert reported == got == best

@@ -1,5 +1,5 @@
-"""Properties over random fleets and demand (hypothesis, derandomized), either/or items
-included.
+"""Properties over random fleets and demand (hypothesis, derandomized), either/or items and
+bundles (pods needing several instances on one node) included.
 
 Every plan validates; under policy none no in-use instance is destroyed; met never exceeds
 requested; the planner never meets less (priority-weighted) demand than any baseline.
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
 from migplan.planner.catalog import default_catalog
-from migplan.planner.demand import DemandItem, DemandKind, demand_weight
+from migplan.planner.demand import DemandItem, DemandKind, Part, demand_weight
 from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Instance, Layout
@@ -63,6 +63,20 @@ def demands(draw, gpus: list[GpuState]) -> list[DemandItem]:
                 alternatives=tuple(alternatives),
             )
         )
+    # And sometimes pods that need several instances on one node (a bundle).
+    if draw(st.booleans()):
+        chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
+        parts = tuple(sorted(Part((p,), draw(st.integers(1, 3))) for p in chosen))
+        if sum(part.count for part in parts) > 1:
+            items.append(
+                DemandItem(
+                    parts[0].profiles[0],
+                    draw(st.integers(0, 3)),
+                    draw(st.integers(1, 3)),
+                    DemandKind.FREE,
+                    per_pod=parts,
+                )
+            )
     return items
 
 

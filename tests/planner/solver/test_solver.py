@@ -270,3 +270,33 @@ def test_either_or_demand_is_met_by_any_mix_and_explained_when_short(gpu, want) 
     assert none.demand[0].reason == (
         "1 x 7g.80gb or 3g.40gb: no covered GPU model has any of these profiles (covered: A30)"
     )
+
+
+def one_free_each(gpu, *nodes: str) -> list:
+    """An H100 with seven 1g.10gb, six in use, on each of `nodes`."""
+    seven = "+".join(f"1g.10gb@{i}" for i in range(7))
+    return [
+        gpu("H100-80GB", seven, node=n, pins={f"1g.10gb@{i}": f"ns/{n}-{i}" for i in range(6)})
+        for n in nodes
+    ]
+
+
+def test_a_pod_needing_two_instances_gets_a_node_that_holds_both(gpu, bundle) -> None:
+    # One free 1g.10gb on each of nodes a and b: two instances fleet-wide, but no node holds
+    # a pod's two. Node c's empty GPU is reshaped for it.
+    gpus = [*one_free_each(gpu, "a", "b"), gpu("H100-80GB", "-", node="c")]
+    demand = [bundle(1, {"1g.10gb": 2})]
+    result = solve(gpus, demand)
+    assert result.demand[0].met == 1
+    assert result.demand[0].label == "pods of 2 x 1g.10gb on one node"
+    assert [g.node for g in result.gpus if g.changed] == ["c"]
+    # The model counted the two spread instances as enough: proven only once placed.
+    assert result.solver.chosen != "keep everything"
+
+
+def test_an_unplaceable_bundle_is_explained(gpu, bundle) -> None:
+    gpus = one_free_each(gpu, "a", "b")
+    result = solve(gpus, [bundle(1, {"1g.10gb": 2})])
+    assert result.demand[0].met == 0
+    assert "needs its 2 instances on one node" in result.demand[0].reason
+    assert result.solver.status == "FEASIBLE"
