@@ -23,8 +23,8 @@ MIG_CLASS = {
 KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def device_spec(profile: str) -> dict:
-    """`spec` of a claim for one MIG device of `profile`."""
+def device_spec(profile: str, *, count: int = 1) -> dict:
+    """`spec` of a claim for `count` MIG devices of `profile`."""
     return {
         "devices": {
             "requests": [
@@ -32,6 +32,7 @@ def device_spec(profile: str) -> dict:
                     "name": "gpu",
                     "exactly": {
                         "deviceClassName": "mig.nvidia.com",
+                        "count": count,
                         "selectors": [
                             {
                                 "cel": {
@@ -47,13 +48,13 @@ def device_spec(profile: str) -> dict:
     }
 
 
-def claim(name: str, profile: str, *, namespace: str) -> dict:
-    """A ResourceClaim for one MIG device of `profile`."""
+def claim(name: str, profile: str, *, namespace: str, count: int = 1) -> dict:
+    """A ResourceClaim for `count` MIG devices of `profile`."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": device_spec(profile),
+        "spec": device_spec(profile, count=count),
     }
 
 
@@ -108,10 +109,11 @@ def claim_and_pod(
     namespace: str,
     node_selector: dict[str, str],
     tolerations: tuple[dict, ...] = (),
+    count: int = 1,
 ) -> list[dict]:
-    """A ResourceClaim `name` for one MIG device of `profile` and a pod `name` using it."""
+    """A ResourceClaim `name` for `count` MIG devices of `profile` and a pod `name` using it."""
     return [
-        claim(name, profile, namespace=namespace),
+        claim(name, profile, namespace=namespace, count=count),
         claim_pod(
             name,
             namespace=namespace,

@@ -19,10 +19,35 @@ NS = "drs"
 POOL = {"key": "migplan.io/pool", "operator": "Equal", "value": NS, "effect": "NoSchedule"}
 
 
-def claimed_pod(name: str, profile: str) -> list[dict]:
+def claimed_pod(name: str, profile: str, *, count: int = 1, ns: str = NS) -> list[dict]:
+    """A claim for `count` devices of `profile` and its pod, in pool (and namespace) `ns`."""
     return claim_and_pod(
-        name, profile, namespace=NS, node_selector={"migplan.io/pool": NS}, tolerations=(POOL,)
+        name,
+        profile,
+        namespace=ns,
+        node_selector={"migplan.io/pool": ns},
+        tolerations=({**POOL, "value": ns},),
+        count=count,
     )
+
+
+def static_plan(ns: str = NS) -> dict:
+    """A static-mode plan for pool `ns`, its demand the pending pods of namespace `ns`."""
+    return {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": ns},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": ns}},
+            "demand": {
+                "fromPendingPods": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+                }
+            },
+            "window": ALWAYS_OPEN,
+            "dra": {"mode": "static"},
+        },
+    }
 
 
 def phase(cp, name: str) -> str | None:
@@ -55,26 +80,7 @@ def test_static_mode_lays_out_and_the_dra_plugin_republishes(crds, operator_kube
         )
         pending_since = time.monotonic()
         with running_operator(cp, kubeconfig=operator_kubeconfig):
-            apply(
-                cp,
-                {
-                    "apiVersion": "migplan.io/v1alpha1",
-                    "kind": "GPUPartitionPlan",
-                    "metadata": {"name": NS},
-                    "spec": {
-                        "nodeSelector": {"matchLabels": {"migplan.io/pool": NS}},
-                        "demand": {
-                            "fromPendingPods": {
-                                "namespaceSelector": {
-                                    "matchLabels": {"kubernetes.io/metadata.name": NS}
-                                }
-                            }
-                        },
-                        "window": ALWAYS_OPEN,
-                        "dra": {"mode": "static"},
-                    },
-                },
-            )
+            apply(cp, static_plan())
             wait_for(lambda: phase(cp, "waiting") == "Running", "the 2g claim's pod", timeout=90)
             waited = time.monotonic() - pending_since
             status = wait_for(
@@ -89,5 +95,39 @@ def test_static_mode_lays_out_and_the_dra_plugin_republishes(crds, operator_kube
         assert phase(cp, "busy") == "Running"
         assert fleet.dra.publications.count(f"{NS}-a") >= 2  # published again after the change
         print(f"static: pending -> Running {waited:.1f} s (operator start and planning included)")
+    finally:
+        fleet.stop()
+
+
+def test_a_claim_for_two_devices_gets_a_node_that_holds_both(crds, operator_kubeconfig) -> None:
+    # One free 1g.10gb on each node: two fleet-wide, but the scheduler gives a claim devices
+    # of one node only. Counted fleet-wide, the demand looked met and nothing changed.
+    cp, ns = crds, "drp"
+    apply(cp, MIG_CLASS)
+    fleet = build_pool(cp, ns, {f"{ns}-a": "1g.10gb@0", f"{ns}-b": "1g.10gb@0"}, dra=True)
+    try:
+        apply(cp, *claimed_pod("pair", "1g.10gb", count=2, ns=ns))
+        wait_for(lambda: unschedulable(cp, "pair", namespace=ns), "no node to hold both")
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            apply(cp, static_plan(ns))
+            wait_for(
+                lambda: pod_phase(cp, "pair", namespace=ns) == "Running",
+                "the pair's pod",
+                timeout=90,
+            )
+            status = wait_for(
+                lambda: (s := plan_status(cp, ns)).get("phase") == "Ready" and s, "Ready"
+            )
+        (pair,) = status["plan"]["demand"]
+        assert pair["perPod"] == [{"profiles": ["1g.10gb"], "count": 2}]
+        assert pair["met"] == 1
+        claimed = json.loads(
+            cp.kubectl("get", "resourceclaim", "-n", ns, "pair", "-o", "json").stdout
+        )
+        results = claimed["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 2
+        assert len({r["pool"] for r in results}) == 1  # both devices from one node's pool
+        changed = [n for n, r in status["rollout"]["nodes"].items() if r["step"] == "Done"]
+        assert len(changed) == 1
     finally:
         fleet.stop()
