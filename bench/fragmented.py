@@ -5,7 +5,9 @@ GPUs hold an assorted maximal layout, half of those instances run pods, every no
 pending single-instance pods over nine profiles plus one explicit demand row. Families:
 - sizes 50 / 250 / 1,000 nodes x 8 GPUs (A100-40GB and H100-80GB), policies none and evict,
   over-demand (12 pods per node: more than fits) and under-demand (3 per node);
-- a three-model mix (A100-40GB, H100-80GB, H200-141GB), over-demand, both policies.
+- a three-model mix (A100-40GB, H100-80GB, H200-141GB), over-demand, both policies;
+- over-demand where 30 % of the pods need 2 or 3 instances on one node (bundles), per size
+  and policy.
 
 Per scenario: `migplan preview PLAN --cluster INV -o json` runs as a child process, as a user
 would, for the wall time and peak RSS; the plan it prints gives the solver's figures. The
@@ -59,6 +61,8 @@ class Scenario:
     policy: str
     pods_per_node: int
     mix: str = "a100-h100"
+    several: float = 0.0
+    """Share of pending pods that need 2 or 3 instances on one node."""
 
 
 @dataclass
@@ -97,6 +101,17 @@ def family(quick: bool) -> list[Scenario]:
         Scenario(f"{n} nodes, {policy}, {demand}-demand", n, policy, pods)
         for n in sizes
         for demand, pods in (("over", 12), ("under", 3))
+        for policy in ("none", "evict")
+    ]
+    cases += [
+        Scenario(
+            f"{n} nodes, {policy}, multi-instance",
+            n,
+            policy,
+            12,
+            several=0.3,
+        )
+        for n in sizes
         for policy in ("none", "evict")
     ]
     mixed = 250 if quick else 1000
@@ -138,7 +153,11 @@ def measure(
 ) -> Row:
     """Write the scenario's files, run the CLI and the baselines, compare."""
     inventory_doc, plan_doc = scenarios.fragmented(
-        nodes=case.nodes, policy=case.policy, pods_per_node=case.pods_per_node, mix=case.mix
+        nodes=case.nodes,
+        policy=case.policy,
+        pods_per_node=case.pods_per_node,
+        mix=case.mix,
+        several=case.several,
     )
     if time_limit is not None:
         plan_doc["spec"]["solver"] = {"timeLimitSeconds": time_limit}  # type: ignore[index]

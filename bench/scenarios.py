@@ -209,6 +209,7 @@ def fragmented(
     pods_per_node: int = 12,
     policy: str = "none",
     seed: int = SEED,
+    several: float = 0.0,
 ) -> tuple[dict[str, object], dict[str, object]]:
     """A busy, fragmented fleet as an inventory file and a plan manifest (both plain data).
 
@@ -217,6 +218,8 @@ def fragmented(
     has `pods_per_node` pending single-instance pods over nine profiles (small ones more
     often), and the plan adds one explicit demand row at a higher priority. With 12 pods per
     node the demand exceeds what fits (over-demand); with 3 it does not (under-demand).
+    A `several` share of the pods asks for 2 or 3 instances of its profile, which must all be
+    on one node (a bundle: multi-instance pods, DRA claims with `count > 1`).
     """
     from migplan.planner.enumeration import enumerate_layouts
 
@@ -254,11 +257,13 @@ def fragmented(
             }
         )
         for k, profile in enumerate(rnd.choices(profiles, weights=weights, k=pods_per_node)):
+            # Drawn only for bundle scenarios, so the others keep their random sequence.
+            count = rnd.choice((2, 3)) if several and rnd.random() < several else 1
             pending.append(
                 {
                     "namespace": f"team-{k % 5}",
                     "name": f"wait-{n}-{k}",
-                    "requests": {f"nvidia.com/mig-{profile}": 1},
+                    "requests": {f"nvidia.com/mig-{profile}": count},
                 }
             )
     inventory = {

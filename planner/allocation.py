@@ -9,13 +9,16 @@ profile appears once per kind. Ties keep the greedy order: each unit's cost is i
 scaled past any rank difference, minus its rank.
 
 Bundles (pods needing several instances, all on one node) are placed per node: priority
-levels from the highest, at each level first the single-instance items (the exact allocation
-above, over every item of that level or lower, keeping only this level's share; their
-instances are taken from the nodes with the least free first, so the larger free sets stay
-whole), then each bundle's pods on the tightest nodes they fit. That part is a greedy packing,
-not an exact one: it never reports more than the nodes can host, and may host fewer than an
-exhaustive search would. Without node figures (the solver's hints) the whole fleet is one
-node, which is the solver's relaxation.
+levels from the highest, at each level first each bundle's pods on the tightest nodes they
+fit, then the single-instance items on what is left (the exact allocation above, over every
+item of that level or lower, keeping only this level's share; their instances are taken from
+the nodes with the least free first, so the larger free sets stay whole for lower levels'
+bundles). Bundles go first because single instances serve anywhere: on the fragmented
+benchmark with 30 % multi-instance pods, singles first left 9-10 % of the weighted demand
+the model counted unmet, bundles first 2-4 %. The packing is greedy, not exact: it never
+reports more than the nodes can host, and may host fewer than an exhaustive search would.
+Without node figures (the solver's hints) the whole fleet is one node, which is the solver's
+relaxation.
 
 Shared by the plan assembly, the solver's starting points and the validator, so a plan's
 "met" means the same everywhere.
@@ -147,10 +150,10 @@ class _Packing:
     def run(self) -> Allocation:
         """Every level, highest priority first."""
         for level in sorted({d.priority for d in self.demand}, reverse=True):
-            self._singles(level)
             for n, item in enumerate(self.demand):
                 if item.per_pod and item.priority == level:
                     self._bundle(n)
+            self._singles(level)
         served = [sum(parts, Counter()) for parts in self.parts]
         return Allocation(
             met=tuple(self.met),

@@ -69,32 +69,44 @@ class Supply:
 
 
 def supply_of(
-    gpus: Sequence[GpuState], targets: Mapping[GpuKey, Layout], *, rebuild: bool = False
+    gpus: Sequence[GpuState],
+    targets: Mapping[GpuKey, Layout],
+    *,
+    rebuild: bool = False,
+    per_node: bool = False,
 ) -> Supply:
-    """What the target layouts supply, given which in-use instances they keep."""
+    """What the target layouts supply, given which in-use instances they keep; with
+    `per_node`, also each node's instances nobody keeps (what bundles need)."""
     total: Counter[str] = Counter()
     kept: Counter[str] = Counter()
     evicted: Counter[str] = Counter()
     unkept: dict[str, Counter[str]] = {}
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
-        node = unkept.setdefault(gpu.node, Counter())
-        node.update(i.profile for i in after.instances)
         total.update(i.profile for i in after.instances)
         removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
         for instance in gpu.pins:
-            if instance in removed:
-                evicted[instance.profile] += 1
-            else:
-                kept[instance.profile] += 1
-                node[instance.profile] -= 1
+            (evicted if instance in removed else kept)[instance.profile] += 1
+        if per_node:
+            node = unkept.setdefault(gpu.node, Counter())
+            node.update(i.profile for i in after.instances)
+            node.subtract(i.profile for i in gpu.pins if i not in removed)
     return Supply(total, kept, evicted, unkept)
 
 
-def allocate_supply(demand: Sequence[DemandItem], supply: Supply) -> Allocation:
-    """`allocation.allocate` on what the targets supply, per node where bundles need it."""
-    nodes = supply.node_free() if any(item.per_pod for item in demand) else None
-    return allocate(demand, supply.available(), nodes=nodes)
+def demand_supply(
+    demand: Sequence[DemandItem],
+    gpus: Sequence[GpuState],
+    targets: Mapping[GpuKey, Layout],
+    *,
+    rebuild: bool = False,
+) -> tuple[Supply, Allocation]:
+    """What the targets supply and how `allocation.allocate` gives it to `demand`, per node
+    where bundles need it."""
+    bundles = any(item.per_pod for item in demand)
+    supply = supply_of(gpus, targets, rebuild=rebuild, per_node=bundles)
+    nodes = supply.node_free() if bundles else None
+    return supply, allocate(demand, supply.available(), nodes=nodes)
 
 
 def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
@@ -148,7 +160,7 @@ def assemble_plan(
                 evict=tuple(evict),
             )
         )
-    allocation = allocate_supply(demand, supply_of(gpus, targets, rebuild=rebuild))
+    _, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
     results = tuple(
         DemandResult(
             resource=item.resource,

@@ -117,6 +117,10 @@ def demand_weight(item: DemandItem) -> int:
 def pod_parts(pod: PendingPod) -> tuple[Part, ...]:
     """What `pod` needs, as parts: each MIG resource it requests, and each set of profiles its
     claims' devices may take (requests for the same set added up), sorted."""
+    if not pod.claims and len(pod.requests) == 1:
+        ((resource, quantity),) = pod.requests.items()
+        if is_mig_resource(resource) and quantity > 0:
+            return (Part((profile_of(resource),), quantity),)
     counts: Counter[tuple[str, ...]] = Counter()
     for resource, quantity in pod.requests.items():
         if is_mig_resource(resource) and quantity > 0:

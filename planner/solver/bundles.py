@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from migplan.planner.allocation import hostable
-from migplan.planner.assemble import GpuKey, Supply, allocate_supply, gpu_key, supply_of
+from migplan.planner.assemble import GpuKey, Supply, demand_supply, gpu_key
 from migplan.planner.demand import DemandItem
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
@@ -35,9 +35,10 @@ def place_bundles(
 ) -> dict[GpuKey, Layout] | None:
     """`targets` with GPUs reshaped so short bundles get nodes that host their pods; None
     where no bundle is short or no reshaping hosts another pod."""
+    if not any(item.per_pod for item in demand):
+        return None
     rebuild = policy.whole_gpu_rebuild
-    supply = supply_of(gpus, targets, rebuild=rebuild)
-    allocation = allocate_supply(demand, supply)
+    supply, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
     short = sorted(
         (n for n, item in enumerate(demand) if item.per_pod and allocation.met[n] < item.count),
         key=lambda n: (-demand[n].priority, n),

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
-from migplan.planner.assemble import GpuKey, allocate_supply, gpu_key, supply_of
+from migplan.planner.assemble import GpuKey, demand_supply, gpu_key
 from migplan.planner.demand import DemandItem
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
@@ -52,7 +52,8 @@ def score(
     rebuild: bool = False,
 ) -> Score:
     """The criteria of the plan taking every GPU to its layout in `targets`."""
-    weighted = allocate_supply(demand, supply_of(gpus, targets, rebuild=rebuild)).weighted(demand)
+    _, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
+    weighted = allocation.weighted(demand)
     evictions = changed = room = steps = 0
     nodes: set[str] = set()
     for gpu in gpus:
