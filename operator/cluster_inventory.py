@@ -6,25 +6,36 @@ A node whose agent has not reported yet is left out (its layout is unknown, so p
 could destroy running work) and named in the result. Pods count as demand when they are
 Pending and unschedulable (or not yet scheduled) and ask for `nvidia.com/mig-*` resources,
 or (DRA) for MIG devices through ResourceClaims; see `dra/inventory.py` for what DRA adds.
+Where Kueue is installed, its Workloads not admitted yet are read too (`kueue/workloads.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from migplan.operator.dra.claims import ClaimReader
 from migplan.operator.dra.inventory import (
     DraState,
     claim_reader,
     claim_requests,
     nodes_from_slices,
     with_held,
+    workload_claims,
 )
 from migplan.operator.kube import client as kube
+from migplan.operator.kueue.workloads import migplan_checks, pending_workloads
 from migplan.planner.catalog import Catalog, default_catalog
-from migplan.planner.inventory import GpuInfo, Inventory, NodeInfo, PendingPod
+from migplan.planner.inventory import (
+    GpuInfo,
+    Inventory,
+    NodeInfo,
+    PendingPod,
+    PendingWorkload,
+)
 from migplan.planner.resources import is_mig_resource
 from migplan.planner.spec import LabelSelector
 
@@ -124,6 +135,29 @@ def _read_dra(api: Any) -> tuple[DraState | None, str | None]:
     return state, None
 
 
+def _read_workloads(
+    api: Any, *, dra: DraState | None, reader: ClaimReader | None
+) -> list[PendingWorkload]:
+    """Kueue's Workloads waiting for admission; none where Kueue is not installed."""
+    if not kube.kueue_served(api):
+        return []
+    queues = {
+        (q["metadata"]["namespace"], q["metadata"]["name"]): str(
+            (q.get("spec") or {}).get("clusterQueue", "")
+        )
+        for q in kube.list_kueue(api, plural="localqueues")
+    }
+    template_claims = None
+    if dra is not None and reader is not None:
+        template_claims = partial(workload_claims, state=dra, reader=reader)
+    return pending_workloads(
+        kube.list_kueue(api, plural="workloads"),
+        checks=migplan_checks(kube.list_kueue(api, plural="admissionchecks")),
+        local_queues=queues,
+        template_claims=template_claims,
+    )
+
+
 def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapshot:
     """A snapshot of the cluster's GPU nodes and MIG demand, DRA's included where the API
     server serves resource.k8s.io/v1."""
@@ -175,6 +209,7 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
         namespaces=kube.namespace_labels(api),
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
+        workloads=tuple(_read_workloads(api, dra=dra, reader=reader)),
     )
     return ClusterSnapshot(
         inventory=inventory,

@@ -110,8 +110,9 @@ def plan_spec_schema() -> Schema:
         spec,
         ["demand"],
         _rule(
-            "(has(self.profiles) && size(self.profiles) > 0) || has(self.fromPendingPods)",
-            "demand needs profiles, fromPendingPods, or both",
+            "(has(self.profiles) && size(self.profiles) > 0) || has(self.fromPendingPods)"
+            " || has(self.fromKueue)",
+            "demand needs profiles, fromPendingPods, fromKueue, or several",
         ),
     )
     profiles = spec["properties"]["demand"]["properties"]["profiles"]

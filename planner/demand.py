@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
-from migplan.planner.inventory import Inventory, PendingPod
+from migplan.planner.inventory import Inventory, PendingPod, WorkloadPodSet
 from migplan.planner.resources import is_mig_resource, part_text, profile_of, resource_name
 from migplan.planner.spec import DemandSpec
 
@@ -114,9 +114,10 @@ def demand_weight(item: DemandItem) -> int:
     )
 
 
-def pod_parts(pod: PendingPod) -> tuple[Part, ...]:
-    """What `pod` needs, as parts: each MIG resource it requests, and each set of profiles its
-    claims' devices may take (requests for the same set added up), sorted."""
+def pod_parts(pod: PendingPod | WorkloadPodSet) -> tuple[Part, ...]:
+    """What `pod` (or each pod of a Workload's pod set) needs, as parts: each MIG resource it
+    requests, and each set of profiles its claims' devices may take (requests for the same
+    set added up), sorted."""
     if not pod.claims and len(pod.requests) == 1:
         ((resource, quantity),) = pod.requests.items()
         if is_mig_resource(resource) and quantity > 0:
@@ -172,8 +173,55 @@ def pending_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
     return items
 
 
-def build_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
-    """All demand items of a plan: explicit totals first, then pending pods."""
+def _item(parts: tuple[Part, ...], units: int, priority: int, who: str) -> DemandItem:
+    """A FREE item of `units` pods needing `parts` each (one instance each: `units`
+    instances of an either/or item)."""
+    single = len(parts) == 1 and parts[0].count == 1
+    first = parts[0].profiles
+    return DemandItem(
+        first[0],
+        units,
+        priority,
+        DemandKind.FREE,
+        (who,),
+        alternatives=first[1:] if single else (),
+        per_pod=() if single else parts,
+    )
+
+
+def workload_demand(spec: DemandSpec, inventory: Inventory, *, plan: str) -> list[DemandItem]:
+    """FREE items from Kueue Workloads: those waiting on a migplan AdmissionCheck that names
+    `plan`, and, with `fromKueue.clusterQueues`, the pending Workloads of those queues whose
+    namespace the selector admits. One item per pod set, named by its Workload
+    (`namespace/name`), so the operator can tell each Workload whether it was met."""
+    wanted = spec.from_kueue
+    priority = wanted.priority if wanted is not None else 1
+    items = []
+    for workload in inventory.workloads:
+        labels = {
+            "kubernetes.io/metadata.name": workload.namespace,
+            **inventory.namespaces.get(workload.namespace, {}),
+        }
+        queued = (
+            wanted is not None
+            and workload.cluster_queue in wanted.cluster_queues
+            and wanted.namespace_selector.matches(labels)
+        )
+        if workload.check_plan and workload.check_plan != plan:
+            continue  # another plan's AdmissionCheck serves it
+        if not (plan and workload.check_plan == plan) and not queued:
+            continue
+        for pod_set in workload.pod_sets:
+            parts = pod_parts(pod_set)
+            if parts and pod_set.count > 0:
+                who = f"{workload.namespace}/{workload.name}"
+                items.append(_item(parts, pod_set.count, priority, who))
+    return items
+
+
+def build_demand(spec: DemandSpec, inventory: Inventory, *, plan: str = "") -> list[DemandItem]:
+    """All demand items of plan `plan`: explicit totals first, then pending pods, then Kueue
+    Workloads."""
     explicit = [
         DemandItem(
             profile_of(p.resource),
@@ -184,4 +232,4 @@ def build_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
         )
         for p in spec.profiles
     ]
-    return explicit + pending_demand(spec, inventory)
+    return explicit + pending_demand(spec, inventory) + workload_demand(spec, inventory, plan=plan)

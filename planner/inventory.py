@@ -91,6 +91,37 @@ class PendingPod(CamelModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class WorkloadPodSet(CamelModel):
+    """A Kueue Workload's pod set: `count` pods, each asking for `requests` and `claims`."""
+
+    name: Annotated[str, Field(max_length=63)]
+    count: Annotated[int, Field(ge=0, le=MAX_REQUEST)]
+    requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]] = Field(
+        default_factory=dict, description="MIG extended resources each pod asks for"
+    )
+    claims: Annotated[tuple[ClaimRequest, ...], Field(max_length=64)] = Field(
+        default=(), description="MIG devices each pod asks for through DRA claims"
+    )
+
+
+class PendingWorkload(CamelModel):
+    """A Kueue Workload not yet admitted: its pods do not exist (the Job is suspended) or are
+    held by Kueue's scheduling gate, so only the Workload says what they will need."""
+
+    namespace: DnsName
+    name: Annotated[str, Field(max_length=253)]
+    cluster_queue: Annotated[str, Field(max_length=253)] = Field(
+        default="", description="the ClusterQueue its LocalQueue points at"
+    )
+    quota_reserved: bool = False
+    check_plan: Annotated[str, Field(max_length=253)] = Field(
+        default="",
+        description="the GPUPartitionPlan named by a migplan AdmissionCheck the Workload "
+        "waits on (quota reserved, check Pending); empty when none",
+    )
+    pod_sets: Annotated[tuple[WorkloadPodSet, ...], Field(max_length=8)] = ()
+
+
 class Inventory(CamelModel):
     """A snapshot of the cluster's GPU nodes (file kind `Inventory`)."""
 
@@ -101,6 +132,9 @@ class Inventory(CamelModel):
     )
     nodes: tuple[NodeInfo, ...]
     pending_pods: tuple[PendingPod, ...] = ()
+    workloads: tuple[PendingWorkload, ...] = Field(
+        default=(), description="Kueue Workloads waiting for admission"
+    )
 
 
 @dataclass(frozen=True)

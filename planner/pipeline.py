@@ -78,7 +78,7 @@ def plan_fleet(
         policy = policy.model_copy(update={"whole_gpu_rebuild": True})
     scope = covered(inventory, manifest)
     gpus = resolve_inventory(scope, catalog)
-    demand = build_demand(spec.demand, scope)
+    demand = build_demand(spec.demand, scope, plan=manifest.metadata.name)
     result = solve(
         gpus,
         demand,

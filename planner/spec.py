@@ -180,16 +180,36 @@ class PendingPodDemand(CamelModel):
     priority: Priority = 1
 
 
+class KueueDemand(CamelModel):
+    """Demand from Kueue Workloads waiting for admission (their pods do not exist yet)."""
+
+    cluster_queues: Annotated[
+        tuple[Annotated[str, Field(max_length=253)], ...], Field(max_length=64)
+    ] = Field(
+        default=(),
+        description="pending Workloads of these ClusterQueues count ahead of admission (empty: "
+        "only Workloads waiting on a migplan AdmissionCheck that names this plan count)",
+    )
+    namespace_selector: LabelSelector = LabelSelector()
+    priority: Priority = 1
+
+
 class DemandSpec(CamelModel):
     """What the plan should provide."""
 
     profiles: Annotated[tuple[ProfileDemand, ...], Field(max_length=64)] = ()
     from_pending_pods: PendingPodDemand | None = None
+    from_kueue: KueueDemand | None = Field(
+        default=None,
+        description="Kueue Workloads as demand: those waiting on a migplan AdmissionCheck "
+        "(controllerName migplan.io/partition) that names this plan, and the pending ones "
+        "of `clusterQueues`",
+    )
 
     @model_validator(mode="after")
     def _something_is_wanted(self) -> Self:
-        if not self.profiles and self.from_pending_pods is None:
-            raise ValueError("demand: give profiles, fromPendingPods, or both")
+        if not self.profiles and self.from_pending_pods is None and self.from_kueue is None:
+            raise ValueError("demand: give profiles, fromPendingPods, fromKueue, or several")
         resources = [p.resource for p in self.profiles]
         if len(set(resources)) != len(resources):
             raise ValueError("demand.profiles: each resource may appear only once")

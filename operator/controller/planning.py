@@ -7,6 +7,7 @@ in `handlers.py` call `plan_status` and write what it returns.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.conditions import condition
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
+from migplan.operator.kueue.checks import offered_profiles, planned_verdicts
 from migplan.operator.preflight.checks import (
     Finding,
     Severity,
@@ -24,6 +26,7 @@ from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.inventory import GpuState, Inventory
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
 from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan
@@ -169,12 +172,32 @@ def plan_status(
         "preflight": _shown(findings),
         "conditions": conditions,
     }
+    kueue = _kueue_records(body, plan, outcome.gpus, inventory, name=manifest.metadata.name)
+    if kueue:
+        status["kueue"] = kueue
     summary = (
         f"planned: demand {s.met}/{s.requested} met, {s.gpus_changed} GPUs on "
         f"{s.nodes_touched} nodes change, {s.evictions} pods to evict "
         f"({plan.solver.status})"
     )
     return PlanningResult(status=status, summary=summary, plan=plan)
+
+
+def _kueue_records(
+    body: dict[str, Any],
+    plan: Plan,
+    gpus: Sequence[GpuState],
+    inventory: Inventory,
+    *,
+    name: str,
+) -> dict[str, Any]:
+    """`status.kueue`: per Workload waiting on a migplan AdmissionCheck for this plan, met or
+    not and why; earlier entries of Workloads no longer waiting removed (None, as a merge
+    patch deletes)."""
+    offered = offered_profiles({g.model.model: g.model for g in gpus}.values())
+    records = planned_verdicts(plan, workloads=inventory.workloads, name=name, offered=offered)
+    previous = (body.get("status") or {}).get("kueue") or {}
+    return {**{key: None for key in previous if key not in records}, **records}
 
 
 def _shown(findings: list[Finding]) -> list[dict[str, str]]:

@@ -28,6 +28,7 @@ from migplan.operator.controller.rollout import (
 )
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
+from migplan.operator.kueue.checks import RETRY_AFTER_SECONDS, needs_planning, update_checks
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.plan import Plan
@@ -295,7 +296,36 @@ class PlanController:
         last = status.get("lastRebalance") or status.get("lastPlanned")
         if schedule and last and is_due(schedule, last=parse_timestamp(last), now=now):
             return "cron"
+        if self._kueue_waiting(body, now):
+            return "kueue"
         return None
+
+    def _kueue_waiting(self, body: dict[str, Any], now: datetime) -> bool:
+        """Whether a Workload waits on one of migplan's AdmissionChecks for this plan that its
+        last planning did not consider, or did not meet and may now be retried."""
+        if not kube.kueue_served(self.api):
+            return False
+        status = body.get("status") or {}
+        last = status.get("lastPlanned")
+        since = (now - parse_timestamp(last)).total_seconds() if last else None
+        return needs_planning(
+            self.api,
+            plan=body["metadata"]["name"],
+            records=status.get("kueue") or {},
+            retry_due=since is None or since >= RETRY_AFTER_SECONDS,
+        )
+
+    def _kueue_checks(self, name: str) -> None:
+        """Tell the Workloads waiting on migplan's checks for plan `name` how they stand."""
+        if not kube.kueue_served(self.api):
+            return
+        body = kube.get_plan(self.api, name=name)
+        if body is None:
+            return
+        status = body.get("status") or {}
+        update_checks(
+            self.api, plan=name, phase=status.get("phase"), records=status.get("kueue") or {}
+        )
 
     def tick(self, name: str) -> None:
         """Periodic work: re-plan when due, then advance the rollout. An error is recorded in
@@ -348,6 +378,7 @@ class PlanController:
                 self._replan(body, reason=reason)
                 body = kube.get_plan(self.api, name=name) or body
             self._advance(body, manifest, now)
+            self._kueue_checks(name)
             if failing:
                 self._clear_tick_failure(name)
 

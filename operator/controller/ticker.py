@@ -23,6 +23,7 @@ from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.dra import steer
 from migplan.operator.kube import client as kube
+from migplan.operator.kueue.checks import activate_checks
 from migplan.planner.rollout import NodeRollout
 from migplan.planner.schedule import parse_timestamp
 
@@ -98,6 +99,8 @@ class PlanTicker:
                 for node in (n for n, o in cordoned.items() if o == owner):
                     self.cordons.forget(node)  # released, or already gone
         self._remove_orphan_taint_rules(names)
+        if kube.kueue_served(api):
+            activate_checks(api, plans=names)
         metrics.set_invariants(
             rollout_invariants(
                 plans=plans,  # as the round began: no second list per round

@@ -155,3 +155,22 @@ def claim_requests(
     found += reader.extended(extended)
     state.notes += [n for n in reader.notes if n not in state.notes]
     return found
+
+
+def workload_claims(
+    namespace: str, template: Mapping[str, Any], where: str, *, state: DraState, reader: ClaimReader
+) -> list[ClaimRequest]:
+    """What one pod of a Kueue pod set asks for through DRA: the ResourceClaimTemplates its
+    template references (its claims are made only once the pod is)."""
+    found = []
+    for ref in template.get("resourceClaims") or []:
+        made = state.templates.get((namespace, str(ref.get("resourceClaimTemplateName", ""))))
+        if made is None:
+            continue
+        claim = {
+            "metadata": {"name": f"{ref.get('name', '')}", "namespace": namespace},
+            "spec": (made.get("spec") or {}).get("spec") or {},
+        }
+        found += reader.requests(claim, where=f"{where} claim {ref.get('name', '')}")
+    state.notes += [n for n in reader.notes if n not in state.notes]
+    return found

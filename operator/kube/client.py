@@ -354,8 +354,7 @@ DRA_GROUP = "resource.k8s.io"
 DRA_VERSION = "v1"
 
 
-def dra_served(api: client.ApiClient) -> bool:
-    """Whether the API server serves Dynamic Resource Allocation (resource.k8s.io/v1)."""
+def _group_served(api: client.ApiClient, *, group: str, version: str) -> bool:
     try:
         groups = client.ApisApi(api).get_api_versions().groups or []
     except ApiException as exc:
@@ -363,9 +362,13 @@ def dra_served(api: client.ApiClient) -> bool:
             return False
         raise
     return any(
-        g.name == DRA_GROUP and any(v.version == DRA_VERSION for v in g.versions or [])
-        for g in groups
+        g.name == group and any(v.version == version for v in g.versions or []) for g in groups
     )
+
+
+def dra_served(api: client.ApiClient) -> bool:
+    """Whether the API server serves Dynamic Resource Allocation (resource.k8s.io/v1)."""
+    return _group_served(api, group=DRA_GROUP, version=DRA_VERSION)
 
 
 def list_dra(
@@ -457,6 +460,60 @@ def list_plans(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every GPUPartitionPlan."""
     found = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLANS)
     return list(cast(dict[str, Any], found)["items"])
+
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+"""Kueue's storage version since v0.15 (v1beta1 is still served)."""
+
+
+def kueue_served(api: client.ApiClient) -> bool:
+    """Whether Kueue's CRDs are installed (kueue.x-k8s.io/v1beta2 served)."""
+    return _group_served(api, group=KUEUE_GROUP, version=KUEUE_VERSION)
+
+
+def list_kueue(api: client.ApiClient, *, plural: str) -> list[dict[str, Any]]:
+    """Every Kueue object of a kind (workloads, admissionchecks, localqueues), all
+    namespaces, as plain dictionaries."""
+    found = client.CustomObjectsApi(api).list_cluster_custom_object(
+        KUEUE_GROUP, KUEUE_VERSION, plural
+    )
+    return list(cast(dict[str, Any], found)["items"])
+
+
+def patch_admission_check_status(
+    api: client.ApiClient, *, name: str, conditions: list[dict[str, Any]]
+) -> None:
+    """Replace an AdmissionCheck's status conditions (Kueue keeps a ClusterQueue inactive
+    until the check's controller says Active)."""
+    client.CustomObjectsApi(api).patch_cluster_custom_object_status(
+        KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", name, {"status": {"conditions": conditions}}
+    )
+
+
+def patch_workload_checks(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    checks: list[dict[str, Any]],
+    resource_version: str,
+) -> bool:
+    """Replace a Workload's status.admissionChecks, only if the Workload is still at
+    `resource_version` (Kueue writes the same list); False on a conflict (read again)."""
+    body = {
+        "metadata": {"resourceVersion": resource_version},
+        "status": {"admissionChecks": checks},
+    }
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name, body
+        )
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    return True
 
 
 @retrying

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok) and helm from Go modules into a cache outside the repository, keyed by version.
+# kubectl, kwok), helm and Kueue's controller from Go modules into a cache outside the
+# repository, keyed by version.
 #
 # Usage: tests/cluster/build.sh            # prints the bin directory on the last line
 # Env:   MIGPLAN_CACHE (default ~/.cache/migplan), MIGPLAN_BUILD_JOBS (go build -p)
@@ -14,7 +15,7 @@ source "$here/versions.env"
 cache_root=${MIGPLAN_CACHE:-$HOME/.cache/migplan}/k8s
 jobs=${MIGPLAN_BUILD_JOBS:-$(nproc)}
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
-bin_dir="$cache_root/bin-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_promop-${PROMETHEUS_OPERATOR_VERSION}"
+bin_dir="$cache_root/bin-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_promop-${PROMETHEUS_OPERATOR_VERSION}_kueue-${KUEUE_VERSION}"
 
 log() { printf '[cluster-build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -88,10 +89,17 @@ setup_helm() {
 }
 ldflags_helm() { echo "-s -w -X helm.sh/helm/v4/internal/version.version=$1"; }
 
+setup_kueue() {
+  printf 'module migplan.local/kueuebuild\ngo %s\nrequire sigs.k8s.io/kueue %s\n' \
+    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
+}
+ldflags_kueue() { echo "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$1"; }
+
 total_start=$SECONDS
 build_component etcd "$ETCD_VERSION" setup_etcd etcd=go.etcd.io/etcd/server/v3
 build_component kwok "$KWOK_VERSION" setup_kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 build_component helm "$HELM_VERSION" setup_helm helm=helm.sh/helm/v4/cmd/helm
+build_component kueue "$KUEUE_VERSION" setup_kueue kueue=sigs.k8s.io/kueue/cmd/kueue
 build_component kubernetes "$KUBERNETES_VERSION" setup_kubernetes \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -127,6 +135,17 @@ copy_servicemonitor_crd() {
 }
 copy_servicemonitor_crd
 
+# Kueue's CRDs, from the module its controller was built from.
+copy_kueue_crds() {
+  local dest="$cache_root/kueue-$KUEUE_VERSION/crds" dir
+  [[ -f "$dest/kueue.x-k8s.io_workloads.yaml" ]] && return
+  dir=$(cd "$cache_root/kueue-$KUEUE_VERSION/src" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
+    sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  mkdir -p "$dest"
+  cp "$dir"/config/components/crd/bases/*.yaml "$dest/"
+}
+copy_kueue_crds
+
 # One directory with every binary under its usual name.
 mkdir -p "$bin_dir"
 ln -sf "$cache_root/etcd-$ETCD_VERSION/bin/etcd" "$bin_dir/etcd"
@@ -135,6 +154,8 @@ ln -sf "$cache_root/helm-$HELM_VERSION/bin/helm" "$bin_dir/helm"
 ln -sf "$cache_root/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/servicemonitors.yaml" \
   "$bin_dir/servicemonitor-crd.yaml"
 ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
+ln -sf "$cache_root/kueue-$KUEUE_VERSION/bin/kueue" "$bin_dir/kueue"
+ln -sfn "$cache_root/kueue-$KUEUE_VERSION/crds" "$bin_dir/kueue-crds"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   ln -sf "$cache_root/kubernetes-$KUBERNETES_VERSION/bin/$b" "$bin_dir/$b"
 done

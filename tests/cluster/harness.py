@@ -457,9 +457,69 @@ class ControlPlane:
         path.write_text("\n---\n".join(documents))
         return path
 
+    def start_kueue(self) -> None:
+        """Kueue's controller (built by build.sh) against this cluster, with its CRDs.
+
+        Its webhooks are not registered: tests create Jobs suspended and labelled with their
+        queue, as Kueue's Job webhook would leave them. Kueue reads its metrics certificate
+        from a fixed path (/etc/kueue/metrics/certs) when it does not manage certificates
+        itself, so it runs in a private mount namespace (`unshare -m`) whose /etc is a tmpfs
+        holding only that certificate, signed by this cluster's CA like its webhook's.
+        """
+        if any(p.name == "kueue" for p in self.processes):
+            return
+        crds = (self.bin_dir / "kueue-crds").resolve()  # kubectl reads no symlinked folder
+        self.kubectl("apply", "--server-side", "-f", str(crds))
+        kinds = ("workloads", "admissionchecks", "clusterqueues", "localqueues")
+        self._wait(
+            lambda: all(
+                "True"
+                in self.kubectl(
+                    "get", "crd", f"{kind}.kueue.x-k8s.io", "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                    check=False,
+                ).stdout
+                for kind in kinds
+            ),
+            "Kueue's CRDs established",
+        )  # fmt: skip
+        if self.kubectl("get", "namespace", "kueue-system", check=False).returncode != 0:
+            self.kubectl("create", "namespace", "kueue-system")
+        cert, key = self.serving_certificate("kueue")
+        certs = self.run_dir / "kueue-certs"
+        certs.mkdir(exist_ok=True)
+        shutil.copy(cert, certs / "tls.crt")
+        shutil.copy(key, certs / "tls.key")
+        health = _free_port()
+        config = self.run_dir / "kueue.yaml"
+        config.write_text(
+            "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+            "namespace: kueue-system\n"
+            f"health:\n  healthProbeBindAddress: 127.0.0.1:{health}\n"
+            'metrics:\n  bindAddress: "0"\n'
+            f"webhook:\n  port: {_free_port()}\n  host: 127.0.0.1\n  certDir: {certs}\n"
+            "leaderElection:\n  leaderElect: false\n"
+            "internalCertManagement:\n  enable: false\n"
+            'integrations:\n  frameworks: ["batch/job"]\n'
+        )
+        wrapper = self.run_dir / "kueue.sh"
+        wrapper.write_text(
+            "#!/bin/sh\nset -e\nmount -t tmpfs migplan-kueue /etc\n"
+            "mkdir -p /etc/kueue/metrics/certs\n"
+            f'cp "{certs}/tls.crt" "{certs}/tls.key" /etc/kueue/metrics/certs/\n'
+            f'exec "{self.bin_dir / "kueue"}" --config="{config}" --kubeconfig="{self.kubeconfig}"'
+            " --feature-gates=VisibilityOnDemand=false\n"
+        )
+        wrapper.chmod(0o755)
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise ControlPlaneError("Kueue needs unshare(1) (util-linux) for its mount namespace")
+        self._spawn("kueue", [unshare, "--mount", "--propagation", "private", str(wrapper)])
+        self._wait_http(f"http://127.0.0.1:{health}/readyz", "Kueue's controller")
+
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         log = self.run_dir / f"{name}.log"
-        binary = self.bin_dir / argv[0]
+        binary = Path(argv[0]) if Path(argv[0]).is_absolute() else self.bin_dir / argv[0]
         if not binary.exists():
             raise ControlPlaneError(f"{binary} is missing: run tests/cluster/build.sh")
         with log.open("ab") as out:

@@ -1,0 +1,1 @@
+"""Kueue: pending Workloads as demand, and the AdmissionCheck controller migplan runs."""

@@ -1,0 +1,214 @@
+"""migplan as a Kueue AdmissionCheck controller (`controllerName: migplan.io/partition`).
+
+Kueue reserves quota for a Workload, then waits on its AdmissionChecks. For each check
+migplan manages, the Workload's pod sets become demand of the GPUPartitionPlan the check's
+parameters name; the plan is planned and rolled out as usual, and the check says:
+- `Ready` once the plan met the Workload and its rollout finished (the instances exist and
+  the device plugin advertises them), so Kueue admits it and the pods schedule;
+- `Retry` with the planner's reason when the plan could not meet it (Kueue releases the
+  quota and requeues the Workload; the next plan tries again);
+- `Rejected` when no GPU the plan covers offers a profile it asks for (it never could);
+- `Pending` meanwhile, its message saying what is under way.
+
+The verdicts come from what planning recorded in the plan's status (`status.kueue`, one entry
+per Workload: met or not, and why), so a tick needs no planning to answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from migplan.operator.conditions import now_stamp
+from migplan.operator.kube import client as kube
+from migplan.operator.kueue.workloads import migplan_checks, waiting_check
+from migplan.planner.demand import pod_parts
+from migplan.planner.inventory import PendingWorkload
+from migplan.planner.plan import Plan
+
+log = structlog.get_logger("migplan.operator")
+
+RETRY_AFTER_SECONDS = 30
+"""How long Kueue waits before requeueing a Workload migplan could not meet."""
+
+
+def workload_key(namespace: str, name: str) -> str:
+    """How a Workload is named in demand results and `status.kueue`."""
+    return f"{namespace}/{name}"
+
+
+def planned_verdicts(
+    plan: Plan, *, workloads: Sequence[PendingWorkload], name: str, offered: set[str]
+) -> dict[str, dict[str, Any]]:
+    """Per Workload waiting on a check that names plan `name`: whether `plan` meets it, and
+    why not, for `status.kueue`. `offered` are the profiles of the GPUs the plan covers."""
+    verdicts: dict[str, dict[str, Any]] = {}
+    for workload in workloads:
+        if workload.check_plan != name:
+            continue
+        key = workload_key(workload.namespace, workload.name)
+        missing = [
+            part.text
+            for pod_set in workload.pod_sets
+            for part in pod_parts(pod_set)
+            if not set(part.profiles) & offered
+        ]
+        if missing:
+            verdicts[key] = {
+                "met": False,
+                "rejected": True,
+                "reason": f"no GPU this plan covers offers {', '.join(missing)}",
+            }
+            continue
+        results = [r for r in plan.demand if key in r.pods]
+        short = [r for r in results if r.met < r.requested]
+        verdicts[key] = {
+            "met": bool(results) and not short,
+            "reason": "; ".join(r.reason or f"{r.label}: {r.met}/{r.requested}" for r in short),
+        }
+    return verdicts
+
+
+def verdict(record: Mapping[str, Any] | None, *, phase: str | None) -> tuple[str, str] | None:
+    """(state, message) for a Workload, from its `status.kueue` record and the plan's phase;
+    None while the plan has not planned for it yet."""
+    if record is None:
+        return None
+    if record.get("rejected"):
+        return "Rejected", str(record.get("reason", ""))
+    if not record.get("met"):
+        return "Retry", f"migplan cannot meet it now: {record.get('reason', '')}"[:1024]
+    if phase == "Ready":
+        return "Ready", "the MIG instances it needs exist and are advertised"
+    return "Pending", f"migplan is reshaping GPUs for it (plan phase {phase})"
+
+
+def _waiting(api: Any, *, plan: str) -> list[tuple[Mapping[str, Any], str]]:
+    """(Workload, check) for each Workload waiting on a migplan check that names `plan`."""
+    managed = migplan_checks(kube.list_kueue(api, plural="admissionchecks"))
+    checks = {name: named for name, named in managed.items() if named == plan}
+    if not checks:
+        return []
+    return [
+        (workload, check)
+        for workload in kube.list_kueue(api, plural="workloads")
+        if (check := waiting_check(workload, checks)) is not None
+    ]
+
+
+def needs_planning(
+    api: Any, *, plan: str, records: Mapping[str, Mapping[str, Any]], retry_due: bool
+) -> bool:
+    """Whether a Workload waits on a migplan check for `plan` that the plan's last planning
+    did not consider (no record), or did not meet and, `retry_due`, may be tried again."""
+    for workload, _ in _waiting(api, plan=plan):
+        meta = workload["metadata"]
+        record = records.get(workload_key(meta["namespace"], meta["name"]))
+        if record is None:
+            return True
+        if retry_due and not record.get("met") and not record.get("rejected"):
+            return True
+    return False
+
+
+def update_checks(
+    api: Any, *, plan: str, phase: str | None, records: Mapping[str, Mapping[str, Any]]
+) -> dict[str, str]:
+    """Set the state of migplan's checks on the Workloads that wait on them for `plan`;
+    returns the state set per Workload (for logs and tests)."""
+    done: dict[str, str] = {}
+    for workload, check in _waiting(api, plan=plan):
+        meta = workload["metadata"]
+        key = workload_key(meta["namespace"], meta["name"])
+        found = verdict(records.get(key), phase=phase)
+        if found is None:
+            continue
+        state, message = found
+        if _set_state(api, workload, check=check, state=state, message=message):
+            done[key] = state
+    return done
+
+
+def _set_state(
+    api: Any, workload: Mapping[str, Any], *, check: str, state: str, message: str
+) -> bool:
+    """Write the check's state on `workload` where it changes; True when written."""
+    states = list((workload.get("status") or {}).get("admissionChecks") or [])
+    updated = []
+    changed = False
+    for entry in states:
+        if entry.get("name") == check and (entry.get("state"), entry.get("message")) != (
+            state,
+            message,
+        ):
+            new = {**entry, "state": state, "message": message}
+            if entry.get("state") != state:
+                new["lastTransitionTime"] = now_stamp()
+            if state == "Retry":
+                new["requeueAfterSeconds"] = RETRY_AFTER_SECONDS
+            updated.append(new)
+            changed = True
+        else:
+            updated.append(entry)
+    if not changed:
+        return False
+    meta = workload["metadata"]
+    written = kube.patch_workload_checks(
+        api,
+        namespace=meta["namespace"],
+        name=meta["name"],
+        checks=updated,
+        resource_version=str(meta.get("resourceVersion", "")),
+    )
+    if written:
+        log.info(
+            "admission check",
+            workload=workload_key(meta["namespace"], meta["name"]),
+            check=check,
+            state=state,
+            message=message,
+        )
+    return written
+
+
+def activate_checks(api: Any, *, plans: Iterable[str]) -> None:
+    """Mark migplan's AdmissionChecks Active where they name an existing GPUPartitionPlan
+    (Kueue keeps a ClusterQueue with an inactive check from admitting anything), inactive
+    with the reason otherwise; written only when it changes."""
+    existing = set(plans)
+    for check in kube.list_kueue(api, plural="admissionchecks"):
+        name = str(check["metadata"]["name"])
+        named = migplan_checks([check]).get(name)
+        if named is None:
+            continue
+        if not named:
+            ok, reason, message = (
+                False,
+                "BadParameters",
+                "spec.parameters must name a GPUPartitionPlan (apiGroup migplan.io)",
+            )
+        elif named not in existing:
+            ok, reason, message = False, "PlanNotFound", f"GPUPartitionPlan {named} does not exist"
+        else:
+            ok, reason, message = True, "Active", f"migplan reshapes MIG for plan {named}"
+        status = "True" if ok else "False"
+        conditions = (check.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == "Active"), None)
+        if current and (current.get("status"), current.get("reason")) == (status, reason):
+            continue
+        active = {
+            "type": "Active",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now_stamp(),
+        }
+        others = [c for c in conditions if c.get("type") != "Active"]
+        kube.patch_admission_check_status(api, name=name, conditions=[*others, active])
+
+
+def offered_profiles(models: Iterable[Any]) -> set[str]:
+    """Every profile the GPU models offer (catalog GpuModels)."""
+    return {p.name for model in models for p in model.profiles}

@@ -1,0 +1,227 @@
+"""Kueue end to end: Kueue's real controller reserves quota for a Job nobody's GPUs can run,
+waits on migplan's AdmissionCheck, migplan reshapes the GPU, says Ready, Kueue admits, and
+the pods run; a Job the plan cannot meet gets Retry, one no covered GPU offers Rejected."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from nodes import POOL
+from operator_proc import running_operator
+from pools import ALWAYS_OPEN, apply, build_pool, plan_status
+from waiting import wait_for
+
+pytestmark = pytest.mark.cluster
+
+NS = "kq"
+KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+QUOTA = {
+    "nvidia.com/mig-2g.20gb": 4,
+    "nvidia.com/mig-7g.80gb": 2,
+    "nvidia.com/mig-2g.24gb": 1,  # an H20/H200 profile: no H100 offers it
+}
+
+
+def queue_objects() -> list[dict]:
+    """A ClusterQueue whose quota covers the MIG resources, guarded by migplan's check."""
+    group = "kueue.x-k8s.io/v1beta2"
+    return [
+        {"apiVersion": group, "kind": "ResourceFlavor", "metadata": {"name": "kq-mig"}},
+        {
+            "apiVersion": group,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "kq-migplan"},
+            "spec": {
+                "controllerName": "migplan.io/partition",
+                "parameters": {"apiGroup": "migplan.io", "kind": "GPUPartitionPlan", "name": NS},
+            },
+        },
+        {
+            "apiVersion": group,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "kq"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": list(QUOTA),
+                        "flavors": [
+                            {
+                                "name": "kq-mig",
+                                "resources": [
+                                    {"name": r, "nominalQuota": n} for r, n in QUOTA.items()
+                                ],
+                            }
+                        ],
+                    }
+                ],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": "kq-migplan"}]},
+            },
+        },
+        {
+            "apiVersion": group,
+            "kind": "LocalQueue",
+            "metadata": {"name": "team", "namespace": NS},
+            "spec": {"clusterQueue": "kq"},
+        },
+    ]
+
+
+def job(name: str, resource: str, pods: int) -> dict:
+    """A Job of `pods` pods, one `resource` each, queued on `team` (created suspended, as
+    Kueue's Job webhook would leave it)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"kueue.x-k8s.io/queue-name": "team"},
+        },
+        "spec": {
+            "suspend": True,
+            "parallelism": pods,
+            "completions": pods,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {POOL: NS},
+                    "tolerations": [
+                        KWOK,
+                        {"key": POOL, "operator": "Equal", "value": NS, "effect": "NoSchedule"},
+                    ],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.invalid/train:latest",
+                            "resources": {"limits": {resource: 1}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def workload_of(cp, job_name: str) -> dict | None:
+    found = json.loads(cp.kubectl("get", "workloads", "-n", NS, "-o", "json").stdout)["items"]
+    return next(
+        (
+            w
+            for w in found
+            if any(o.get("name") == job_name for o in w["metadata"].get("ownerReferences", []))
+        ),
+        None,
+    )
+
+
+def check_state(cp, job_name: str) -> tuple[str | None, str, int]:
+    """(state, message, retryCount) of the migplan check on the Job's Workload."""
+    workload = workload_of(cp, job_name) or {}
+    for entry in (workload.get("status") or {}).get("admissionChecks") or []:
+        if entry.get("name") == "kq-migplan":
+            return entry.get("state"), entry.get("message", ""), entry.get("retryCount") or 0
+    return None, "", 0
+
+
+def condition(cp, job_name: str, kind: str) -> bool:
+    workload = workload_of(cp, job_name) or {}
+    return any(
+        c["type"] == kind and c["status"] == "True"
+        for c in (workload.get("status") or {}).get("conditions") or []
+    )
+
+
+def rejection(cp) -> str:
+    """The message of Kueue's AdmissionCheckRejected event, if there is one yet."""
+    events = json.loads(
+        cp.kubectl(
+            "get", "events", "-n", NS, "--field-selector", "reason=AdmissionCheckRejected",
+            "-o", "json",
+        ).stdout
+    )["items"]  # fmt: skip
+    return " ".join(e.get("message", "") for e in events)
+
+
+def started_pods(cp, job_name: str) -> int:
+    """The Job's pods that ran (kwok completes a Job's pods soon after they start)."""
+    pods = json.loads(
+        cp.kubectl(
+            "get", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={job_name}", "-o", "json"
+        ).stdout
+    )["items"]
+    return sum(1 for p in pods if p["status"].get("phase") in ("Running", "Succeeded"))
+
+
+def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kubeconfig) -> None:
+    cp = crds
+    cp.start_kueue()
+    # One H100 holding two 1g.10gb: no 2g.20gb anywhere.
+    fleet = build_pool(cp, NS, {f"{NS}-a": "1g.10gb@0+1g.10gb@1"})
+    try:
+        apply(cp, *queue_objects())
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            apply(
+                cp,
+                {
+                    "apiVersion": "migplan.io/v1alpha1",
+                    "kind": "GPUPartitionPlan",
+                    "metadata": {"name": NS},
+                    "spec": {
+                        "nodeSelector": {"matchLabels": {POOL: NS}},
+                        "demand": {"fromKueue": {"priority": 5}},
+                        "window": ALWAYS_OPEN,
+                    },
+                },
+            )
+            # The operator marks its check Active, so the ClusterQueue can reserve quota.
+            wait_for(
+                lambda: "Active" in cp.kubectl(
+                    "get", "admissioncheck", "kq-migplan", "-o",
+                    "jsonpath={.status.conditions[?(@.status=='True')].type}",
+                ).stdout,
+                "the AdmissionCheck Active",
+            )  # fmt: skip
+            started = time.monotonic()
+            apply(cp, job("train", "nvidia.com/mig-2g.20gb", 2))
+            wait_for(lambda: condition(cp, "train", "QuotaReserved"), "quota reserved")
+            reserved = time.monotonic() - started
+            wait_for(lambda: condition(cp, "train", "Admitted"), "Kueue admits", timeout=120)
+            admitted = time.monotonic() - started
+            assert check_state(cp, "train")[0] == "Ready"
+            wait_for(lambda: started_pods(cp, "train") == 2, "the Job's pods run", timeout=90)
+            ran = time.monotonic() - started
+            status = plan_status(cp, NS)
+            assert status["rollout"]["nodes"][f"{NS}-a"]["step"] == "Done"
+            after = status["plan"]["nodes"][f"{NS}-a"][0]["after"]
+            assert after.count("2g.20gb") == 2
+            print(
+                f"kueue: quota reserved {reserved:.1f} s, admitted {admitted:.1f} s, "
+                f"pods Running {ran:.1f} s after the Job was created"
+            )
+
+            # Two whole-GPU instances on a fleet of one GPU: the plan meets one at most.
+            apply(cp, job("big", "nvidia.com/mig-7g.80gb", 2))
+            wait_for(
+                lambda: (s := check_state(cp, "big"))[0] == "Retry" or s[2] >= 1,
+                "Retry for a Job the plan cannot meet",
+                timeout=90,
+            )
+            assert not condition(cp, "big", "Admitted")
+
+            apply(cp, job("odd", "nvidia.com/mig-2g.24gb", 1))
+            # Kueue deactivates a Workload whose check is Rejected, saying why in an event.
+            rejected = wait_for(
+                lambda: rejection(cp),
+                "Rejected for a profile no covered GPU offers",
+                timeout=90,
+            )
+            assert "no GPU this plan covers offers 1 x 2g.24gb" in rejected
+            assert (workload_of(cp, "odd") or {})["spec"].get("active") is False
+            assert not condition(cp, "odd", "Admitted")
+    finally:
+        fleet.stop()
+        for name in ("train", "big", "odd"):
+            cp.kubectl("delete", "job", "-n", NS, name, "--wait=false", check=False)
