@@ -163,3 +163,63 @@ def test_alternatives_name_other_resources_once(alternatives) -> None:
                 ]
             }
         )
+
+
+def _kueue_inventory() -> Inventory:
+    def workload(name, *, queue="gpu", check="", namespace="ml", per_pod=1, pods=2):
+        return {
+            "namespace": namespace,
+            "name": name,
+            "clusterQueue": queue,
+            "quotaReserved": bool(check),
+            "checkPlan": check,
+            "podSets": [
+                {"name": "main", "count": pods, "requests": {"nvidia.com/mig-2g.20gb": per_pod}}
+            ],
+        }
+
+    return Inventory.model_validate(
+        {
+            "namespaces": {"ml": {"team": "ml"}, "web": {"team": "web"}},
+            "nodes": [],
+            "workloads": [
+                workload("checked", check="pool", queue="other"),
+                workload("other-plan", check="elsewhere"),
+                workload("queued"),
+                workload("web-queued", namespace="web"),
+                workload("pairs", per_pod=2, pods=3),
+            ],
+        }
+    )
+
+
+def test_workloads_waiting_on_this_plans_check_count_without_fromkueue() -> None:
+    spec = DemandSpec.model_validate(
+        {"profiles": [{"resource": "nvidia.com/mig-1g.10gb", "count": 1}]}
+    )
+    items = build_demand(spec, _kueue_inventory(), plan="pool")
+    assert [(i.pods, i.count, i.priority) for i in items[1:]] == [(("ml/checked",), 2, 1)]
+
+
+def test_workloads_of_the_named_queues_count_ahead_of_admission() -> None:
+    spec = DemandSpec.model_validate(
+        {
+            "fromKueue": {
+                "clusterQueues": ["gpu"],
+                "namespaceSelector": {"matchLabels": {"team": "ml"}},
+                "priority": 4,
+            }
+        }
+    )
+    items = build_demand(spec, _kueue_inventory(), plan="pool")
+    # Another plan's check serves "other-plan"; the selector leaves "web-queued" out; a pod
+    # set whose pods need two instances each is a bundle of its pods.
+    assert [(i.pods, i.count, i.priority, i.shape) for i in items] == [
+        (("ml/checked",), 2, 4, "1 x 2g.20gb"),
+        (("ml/queued",), 2, 4, "1 x 2g.20gb"),
+        (("ml/pairs",), 3, 4, "2 x 2g.20gb"),
+    ]
+
+
+def test_fromkueue_alone_is_enough_demand() -> None:
+    assert DemandSpec.model_validate({"fromKueue": {}}).from_kueue is not None
