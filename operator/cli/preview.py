@@ -82,7 +82,7 @@ def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
 
 def _print_demand(out: Console, plan: Plan) -> None:
     table = Table(title="Demand", title_justify="left")
-    for column in ("resource", "kind", "priority", "requested", "met", "reason"):
+    for column in ("resource", "kind", "priority", "requested", "met", "for", "reason"):
         table.add_column(
             column,
             justify="right" if column in ("priority", "requested", "met") else "left",
@@ -96,10 +96,18 @@ def _print_demand(out: Console, plan: Plan) -> None:
             str(r.priority),
             str(r.requested),
             r.met_text,
+            _who(r.pods),
             r.reason or "",
             style=style,
         )
     out.print(table)
+
+
+def _who(pods: tuple[str, ...], shown: int = 2) -> str:
+    """The pods (or Kueue Workloads) behind a demand row, the first few named."""
+    if len(pods) <= shown:
+        return ", ".join(pods)
+    return f"{', '.join(pods[:shown])} +{len(pods) - shown} more"
 
 
 def _print_solver(out: Console, plan: Plan) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from nodes import POOL
@@ -15,6 +16,7 @@ from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
+ROOT = Path(__file__).resolve().parents[2]
 NS = "kq"
 KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 QUOTA = {
@@ -153,6 +155,16 @@ def started_pods(cp, job_name: str) -> int:
         ).stdout
     )["items"]
     return sum(1 for p in pods if p["status"].get("phase") in ("Running", "Succeeded"))
+
+
+def test_the_kueue_examples_are_accepted(control_plane, crds) -> None:
+    cp = crds
+    cp.start_kueue()
+    if cp.kubectl("get", "namespace", "ml", check=False).returncode != 0:
+        cp.kubectl("create", "namespace", "ml")
+    for name in ("queue.yaml", "plan.yaml", "job.yaml"):
+        path = ROOT / "examples" / "kueue" / name
+        cp.kubectl("apply", "--dry-run=server", "-f", str(path))
 
 
 def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kubeconfig) -> None:

@@ -210,3 +210,16 @@ def test_dra_example_previews_offline_with_either_or_claims(capsys) -> None:
     nodes = {g["node"] for g in doc["gpus"] if "1g.10gb" in g["after"]}
     assert len(nodes) == 1
     assert doc["summary"]["evictions"] == 0  # the instances claims hold stay
+
+
+def test_kueue_example_previews_offline_with_its_workloads(capsys) -> None:
+    plan = str(ROOT / "examples" / "kueue" / "plan.yaml")
+    cluster = str(ROOT / "examples" / "kueue" / "cluster.yaml")
+    code, out, err = call(capsys, "preview", plan, "--cluster", cluster, "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    # The Workload waiting on the check, and the one pending in the plan's ClusterQueue.
+    assert [(d["pods"], d["met"]) for d in doc["demand"]] == [
+        (["ml/job-finetune-5f2c1"], 2),
+        (["ml/job-eval-8d0e4"], 1),
+    ]
