@@ -10,7 +10,7 @@ import time
 import pytest
 from dra_objects import MIG_CLASS, claim_and_pod, pod_phase, unschedulable
 from operator_proc import running_operator
-from pools import ALWAYS_OPEN, apply, build_pool, plan_status
+from pools import ALWAYS_OPEN, apply, build_pool, make_plan, plan_status
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -33,21 +33,9 @@ def claimed_pod(name: str, profile: str, *, count: int = 1, ns: str = NS) -> lis
 
 def static_plan(ns: str = NS) -> dict:
     """A static-mode plan for pool `ns`, its demand the pending pods of namespace `ns`."""
-    return {
-        "apiVersion": "migplan.io/v1alpha1",
-        "kind": "GPUPartitionPlan",
-        "metadata": {"name": ns},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"migplan.io/pool": ns}},
-            "demand": {
-                "fromPendingPods": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-                }
-            },
-            "window": ALWAYS_OPEN,
-            "dra": {"mode": "static"},
-        },
-    }
+    return make_plan(
+        ns, ns, window=ALWAYS_OPEN, policy={"disruption": "none"}, dra={"mode": "static"}
+    )
 
 
 def phase(cp, name: str) -> str | None:

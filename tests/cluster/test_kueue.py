@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from nodes import POOL
 from operator_proc import running_operator
-from pools import ALWAYS_OPEN, apply, build_pool, plan_status
+from pools import ALWAYS_OPEN, apply, build_pool, make_plan, plan_status
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -175,19 +175,9 @@ def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kube
     try:
         apply(cp, *queue_objects())
         with running_operator(cp, kubeconfig=operator_kubeconfig):
-            apply(
-                cp,
-                {
-                    "apiVersion": "migplan.io/v1alpha1",
-                    "kind": "GPUPartitionPlan",
-                    "metadata": {"name": NS},
-                    "spec": {
-                        "nodeSelector": {"matchLabels": {POOL: NS}},
-                        "demand": {"fromKueue": {"priority": 5}},
-                        "window": ALWAYS_OPEN,
-                    },
-                },
-            )
+            demand = {"fromKueue": {"priority": 5}}
+            policy = {"disruption": "none"}
+            apply(cp, make_plan(NS, NS, window=ALWAYS_OPEN, demand=demand, policy=policy))
             # The operator marks its check Active, so the ClusterQueue can reserve quota.
             wait_for(
                 lambda: "Active" in cp.kubectl(
@@ -237,3 +227,66 @@ def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kube
         fleet.stop()
         for name in ("train", "big", "odd"):
             cp.kubectl("delete", "job", "-n", NS, name, "--wait=false", check=False)
+
+
+def test_pending_workloads_of_a_queue_count_ahead_of_admission(
+    control_plane, crds, operator_kubeconfig
+) -> None:
+    # No AdmissionCheck: a ClusterQueue out of quota keeps the Workload pending, and a plan
+    # that names the queue in fromKueue.clusterQueues plans for it anyway.
+    cp, ns = crds, "kqa"
+    cp.start_kueue()
+    fleet = build_pool(cp, ns, {f"{ns}-a": "-"})
+    group = "kueue.x-k8s.io/v1beta2"
+    try:
+        apply(
+            cp,
+            {"apiVersion": group, "kind": "ResourceFlavor", "metadata": {"name": "kqa-mig"}},
+            {
+                "apiVersion": group,
+                "kind": "ClusterQueue",
+                "metadata": {"name": "kqa"},
+                "spec": {
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["nvidia.com/mig-3g.40gb"],
+                            "flavors": [
+                                {
+                                    "name": "kqa-mig",
+                                    "resources": [
+                                        {"name": "nvidia.com/mig-3g.40gb", "nominalQuota": 0}
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": group,
+                "kind": "LocalQueue",
+                "metadata": {"name": "team", "namespace": ns},
+                "spec": {"clusterQueue": "kqa"},
+            },
+        )
+        waiting = {**job("eval", "nvidia.com/mig-3g.40gb", 2)}
+        waiting["metadata"] = {**waiting["metadata"], "namespace": ns}
+        apply(cp, waiting)
+        wait_for(lambda: workload_in(cp, ns), "Kueue's Workload for the Job")
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            demand = {"fromKueue": {"clusterQueues": ["kqa"]}}
+            apply(cp, make_plan(ns, ns, window=ALWAYS_OPEN, demand=demand, dryRun=True))
+            status = wait_for(
+                lambda: (s := plan_status(cp, ns)).get("phase") == "Planned" and s, "Planned"
+            )
+        (row,) = status["plan"]["demand"]
+        assert (row["resource"], row["requested"], row["met"]) == ("nvidia.com/mig-3g.40gb", 2, 2)
+    finally:
+        fleet.stop()
+        cp.kubectl("delete", "job", "-n", ns, "eval", "--wait=false", check=False)
+
+
+def workload_in(cp, namespace: str) -> bool:
+    found = cp.kubectl("get", "workloads", "-n", namespace, "-o", "name", check=False)
+    return bool(found.stdout.strip())
