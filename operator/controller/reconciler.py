@@ -46,10 +46,13 @@ from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan, duration_s
 log = structlog.get_logger("migplan.operator")
 
 STALE_REPLANS = 3
+"""Automatic re-plans after nodes were given up because the cluster changed under the plan."""
 TICK_FAILED = "TickFailed"
 """Condition set while the plan's periodic work fails (cleared by the next good tick)."""
 MESSAGE_LIMIT = 1024
-"""Automatic re-plans after nodes were given up because the cluster changed under the plan."""
+"""Longest error message written into a condition or an event."""
+KUEUE_RECHECK_SECONDS = 60.0
+"""How long the answer to "is Kueue installed?" is trusted."""
 REBALANCE = "migplan.io/rebalance"
 """Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
 Events = Callable[[dict[str, Any], str, str, str], None]
@@ -83,6 +86,16 @@ class PlanController:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    _kueue: tuple[float, bool] | None = None
+    """(monotonic time asked, answer) of the last `kueue_served` discovery call."""
+
+    def kueue_served(self) -> bool:
+        """Whether Kueue's API is installed, asked at most once a minute (every tick of every
+        plan would otherwise add a discovery call)."""
+        now = time.monotonic()
+        if self._kueue is None or now - self._kueue[0] >= KUEUE_RECHECK_SECONDS:
+            self._kueue = (now, kube.kueue_served(self.api))
+        return self._kueue[1]
 
     def _lock(self, name: str) -> threading.Lock:
         with self._guard:
@@ -303,7 +316,7 @@ class PlanController:
     def _kueue_waiting(self, body: dict[str, Any], now: datetime) -> bool:
         """Whether a Workload waits on one of migplan's AdmissionChecks for this plan that its
         last planning did not consider, or did not meet and may now be retried."""
-        if not kube.kueue_served(self.api):
+        if not self.kueue_served():
             return False
         status = body.get("status") or {}
         last = status.get("lastPlanned")
@@ -317,7 +330,7 @@ class PlanController:
 
     def _kueue_checks(self, name: str) -> None:
         """Tell the Workloads waiting on migplan's checks for plan `name` how they stand."""
-        if not kube.kueue_served(self.api):
+        if not self.kueue_served():
             return
         body = kube.get_plan(self.api, name=name)
         if body is None:

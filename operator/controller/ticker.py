@@ -99,7 +99,7 @@ class PlanTicker:
                 for node in (n for n, o in cordoned.items() if o == owner):
                     self.cordons.forget(node)  # released, or already gone
         self._remove_orphan_taint_rules(names)
-        if kube.kueue_served(api):
+        if self.controller.kueue_served():
             activate_checks(api, plans=names)
         metrics.set_invariants(
             rollout_invariants(

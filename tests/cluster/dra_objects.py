@@ -4,22 +4,18 @@ and claim templates for one MIG device of a profile, pods that use them, and pod
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-MIG_CLASS = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "DeviceClass",
-    "metadata": {"name": "mig.nvidia.com"},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": "device.driver == 'gpu.nvidia.com' && "
-                    "device.attributes['gpu.nvidia.com'].type == 'mig'"
-                }
-            }
-        ]
-    },
-}
+import yaml
+
+MIG_CLASS = next(
+    doc
+    for doc in yaml.safe_load_all(
+        (Path(__file__).resolve().parents[2] / "examples" / "dra" / "claim.yaml").read_text()
+    )
+    if doc["kind"] == "DeviceClass"
+)
+"""NVIDIA's MIG DeviceClass as the DRA example ships it (the example is what the tests apply)."""
 KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 
 

@@ -3,9 +3,11 @@ instances, DynamicMIG nodes, and pending claims as either/or demand."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from migplan.operator.dra.devices import DeviceKind, slice_devices
 from migplan.operator.dra.inventory import (
@@ -23,19 +25,13 @@ from migplan.planner.layout import Instance
 CATALOG = default_catalog()
 PROFILE = "device.attributes['gpu.nvidia.com'].profile"
 H100 = CATALOG.model("H100-80GB")
-MIG_CLASS = {
-    "metadata": {"name": "mig.nvidia.com"},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": "device.driver == 'gpu.nvidia.com' && "
-                    "device.attributes['gpu.nvidia.com'].type == 'mig'"
-                }
-            }
-        ]
-    },
-}
+EXAMPLE = list(
+    yaml.safe_load_all(
+        (Path(__file__).resolve().parents[3] / "examples" / "dra" / "claim.yaml").read_text()
+    )
+)
+"""The DRA example's documents: NVIDIA's MIG DeviceClass, a claim template, a pod."""
+MIG_CLASS = next(doc for doc in EXAMPLE if doc["kind"] == "DeviceClass")
 GPU_CLASS = {
     "metadata": {"name": "gpu.nvidia.com"},
     "spec": {
@@ -268,11 +264,7 @@ def test_unknown_classes_and_failing_selectors_are_noted() -> None:
 
 
 def test_the_example_claim_is_either_or_demand_for_every_profile_with_20_gib() -> None:
-    import yaml
-
-    root = __import__("pathlib").Path(__file__).resolve().parents[3]
-    docs = list(yaml.safe_load_all((root / "examples" / "dra" / "claim.yaml").read_text()))
-    kinds = {d["kind"]: d for d in docs}
+    kinds = {d["kind"]: d for d in EXAMPLE}
     s = DraState.of(
         slices=dynamic_node(),
         claims=[],
