@@ -39,11 +39,13 @@ class _Controller:
     def clock(self) -> datetime:
         return datetime(2026, 11, 24, tzinfo=UTC)
 
+    def kueue_served(self) -> bool:
+        return False
+
 
 @pytest.fixture(autouse=True)
 def _no_dra(monkeypatch) -> None:
     monkeypatch.setattr(ticker_module.kube, "taint_rules_served", lambda api: False)
-    monkeypatch.setattr(ticker_module.kube, "kueue_served", lambda api: False)
 
 
 def test_a_round_reads_cordons_from_the_index_and_releases_orphans(monkeypatch) -> None:
@@ -84,7 +86,6 @@ def test_taint_rules_of_plans_that_are_gone_are_removed(monkeypatch) -> None:
     plans = [{"metadata": {"name": "live"}}, {"metadata": {"name": "other"}}]
     removed: list[str] = []
     monkeypatch.setattr(ticker_module.kube, "taint_rules_served", lambda api: True)
-    monkeypatch.setattr(ticker_module.kube, "kueue_served", lambda api: False)
     monkeypatch.setattr(ticker_module.kube, "list_plans", lambda api: list(plans))
     monkeypatch.setattr(ticker_module.kube, "list_nodes", lambda api, label_selector: [])
     rules = [{"metadata": {"labels": {"migplan.io/plan": p}}} for p in ("live", "gone")]
