@@ -226,12 +226,21 @@ class FaultProxy:
         answer.enable_chunked_encoding()
         await answer.prepare(request)
         drop_after = self.faults.watch_drop_after
+        between_events = True
         try:
             async with asyncio.timeout(drop_after):
                 async for chunk in upstream.content.iter_any():
                     await answer.write(chunk)
+                    between_events = chunk.endswith(b"\n")
         except TimeoutError:
             self.counts["watch_dropped"] += 1
+            if not between_events:
+                # A server ends a watch between events; a cut inside one is a broken
+                # connection, as a load balancer's would be (a clean end there would hand
+                # the watcher half an event, which no API server does).
+                if request.transport is not None:
+                    request.transport.abort()
+                return answer
         except (ConnectionResetError, aiohttp.ClientError):
             return answer  # the watcher or the server went away: so does the relay
         with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
