@@ -30,6 +30,9 @@ from migplan.planner.plan import Plan
 
 log = structlog.get_logger("migplan.operator")
 
+UNDER_WAY = ("Pending", "Progressing", "WaitingForWindow")
+"""Plan phases on the way to Ready (any other, such as Degraded or a dry run's Planned, will
+not get there by itself)."""
 RETRY_AFTER_SECONDS = 30
 """How long Kueue waits before requeueing a Workload migplan could not meet."""
 
@@ -82,7 +85,9 @@ def verdict(record: Mapping[str, Any] | None, *, phase: str | None) -> tuple[str
         return "Retry", f"migplan cannot meet it now: {record.get('reason', '')}"[:1024]
     if phase == "Ready":
         return "Ready", "the MIG instances it needs exist and are advertised"
-    return "Pending", f"migplan is reshaping GPUs for it (plan phase {phase})"
+    if phase in UNDER_WAY:
+        return "Pending", f"migplan is reshaping GPUs for it (plan phase {phase})"
+    return "Retry", f"the plan met it but is {phase}, so its instances may not exist"
 
 
 def _waiting(api: Any, *, plan: str) -> list[tuple[Mapping[str, Any], str]]:

@@ -76,6 +76,10 @@ def test_states_from_the_record_and_the_plans_phase() -> None:
         "migplan is reshaping GPUs for it (plan phase Progressing)",
     )
     assert verdict({"met": True}, phase="Ready")[0] == "Ready"
+    assert verdict({"met": True}, phase="WaitingForWindow")[0] == "Pending"
+    # A rollout that gave up on a node, or a dry run, will not make the instances.
+    assert verdict({"met": True}, phase="Degraded")[0] == "Retry"
+    assert verdict({"met": True}, phase="Planned")[0] == "Retry"
     assert verdict({"met": False, "reason": "no room"}, phase="Ready") == (
         "Retry",
         "migplan cannot meet it now: no room",
