@@ -18,6 +18,11 @@ MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"
 """mig-manager's DaemonSet runs only on nodes where this is `true`; the GPU Operator adds
 it when missing and never changes a value that is there."""
+DRA_PLUGIN_NAMESPACE = "nvidia-dra-driver-gpu"
+DRA_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+"""NVIDIA's DRA driver chart labels its kubelet-plugin DaemonSet's pods so (the driver is
+installed beside the GPU Operator, in its own namespace)."""
+
 STRATEGY_LABEL = "nvidia.com/mig.strategy"
 """GPU feature discovery's label: `mixed` is the only strategy under which MIG instances
 are advertised as `nvidia.com/mig-<profile>`."""

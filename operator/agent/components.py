@@ -66,11 +66,6 @@ class GpuOperatorComponents:
         log.info("components restarted", node=node, pods=restarted, cdi=bool(self.cdi_command))
 
 
-DRA_PLUGIN_NAMESPACE = "nvidia-dra-driver-gpu"
-DRA_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
-"""NVIDIA's DRA driver chart labels its kubelet-plugin DaemonSet's pods so."""
-
-
 class DraPluginRestarter:
     """Restart NVIDIA's DRA kubelet plugin on a node (deleting its pod there; the DaemonSet
     makes a new one, which publishes the node's MIG devices afresh)."""

@@ -8,19 +8,13 @@ from typing import Annotated
 
 import typer
 
-from migplan.operator.agent.components import (
-    DRA_PLUGIN_NAMESPACE,
-    DRA_PLUGIN_SELECTOR,
-    DraPluginRestarter,
-    GpuOperatorComponents,
-)
-from migplan.operator.agent.loop import Health, run, serve_liveness
-from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt, state
-from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
-from migplan.operator.metrics_server import serve_metrics
+from migplan.operator.gpu_operator import (
+    DRA_PLUGIN_NAMESPACE,
+    DRA_PLUGIN_SELECTOR,
+    GpuOperatorSettings,
+)
 from migplan.planner.errors import MigplanInputError
 
 
@@ -102,6 +96,14 @@ def agent(
     labels, and reports status. For a plan with dra.mode static it restarts NVIDIA's DRA
     kubelet plugin instead and checks the node's ResourceSlices.
     """
+    # Imported here, not at the top: every `migplan` command loads this module, and the
+    # Kubernetes client alone takes a third of a second to import.
+    from migplan.operator.agent.components import DraPluginRestarter, GpuOperatorComponents
+    from migplan.operator.agent.loop import Health, run, serve_liveness
+    from migplan.operator.agent.node import NodeAgent
+    from migplan.operator.kube import client as kube
+    from migplan.operator.metrics_server import serve_metrics
+
     catalog = state(ctx).catalog
     api = kube.connect(kubeconfig=kubeconfig)
     before_pass = None

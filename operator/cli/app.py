@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import MaxRetryError
 
 from migplan.operator.cli import (
     IMPORTED,
@@ -121,6 +119,20 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _api_failure(exc: Exception) -> str | None:
+    """What went wrong talking to the Kubernetes API, if `exc` says so. The client is looked
+    up, not imported: commands that never loaded it (preview of a file) cannot have raised
+    its exceptions, and importing it costs them a third of a second."""
+    api = sys.modules.get("kubernetes.client.exceptions")
+    if api is not None and isinstance(exc, api.ApiException):
+        body = exc.body or ""
+        return f"the Kubernetes API answered {exc.status} {exc.reason}: {body[:300]}"
+    transport = sys.modules.get("urllib3.exceptions")
+    if transport is not None and isinstance(exc, transport.MaxRetryError):
+        return f"cannot reach the Kubernetes API: {exc.reason}"
+    return None
+
+
 def run(argv: list[str] | None = None, *, started: float | None = None) -> int:
     """Run the CLI on `argv` and return the exit code instead of raising SystemExit.
     `started` (time.monotonic()) is when the command began, if before this call."""
@@ -142,13 +154,6 @@ def run(argv: list[str] | None = None, *, started: float | None = None) -> int:
         return _fail("aborted", 130)
     except MigplanInputError as exc:
         return _fail(str(exc), EXIT_BAD_INPUT)
-    except ApiException as exc:
-        return _fail(
-            f"the Kubernetes API answered {exc.status} {exc.reason}: {(exc.body or '')[:300]}",
-            EXIT_API,
-        )
-    except MaxRetryError as exc:
-        return _fail(f"cannot reach the Kubernetes API: {exc.reason}", EXIT_API)
     except NvmlError as exc:
         return _fail(
             f"{exc} (is this a GPU node with the NVIDIA driver? --simulate MODEL "
@@ -160,6 +165,9 @@ def run(argv: list[str] | None = None, *, started: float | None = None) -> int:
         sys.stderr.close()
         return 0
     except Exception as exc:
+        api_failure = _api_failure(exc)
+        if api_failure is not None:
+            return _fail(api_failure, EXIT_API)
         if os.environ.get("MIGPLAN_DEBUG"):
             raise
         return _fail(
