@@ -28,7 +28,8 @@ model (`pools.for_demand_alone`) whose solution starts the rest.
 Determinism: a fixed seed, a deterministic time limit per stage, and with several workers
 CP-SAT's interleaved search, which makes parallel runs repeatable (optional: a free portfolio
 is stronger on many cores, not repeatable). A wall-clock deadline
-guards the whole pass; if it cuts a stage short the report says FEASIBLE, not OPTIMAL.
+guards the whole pass; if it cuts a stage short the report says FEASIBLE, not OPTIMAL, and
+that stage's result may differ between runs (proven stages never do).
 """
 
 from __future__ import annotations
