@@ -242,7 +242,9 @@ def _solve_demand_first(
     evictions stage on the full model, which must meet as much, starting from the best plan
     that does: the demand stage's plan keeping what in-use instances it can, or a starting
     plan. Where that evicts nothing the later stages run on the smaller model of policy
-    `none` (`_without_evictions`). Returns the model the last stages ran on, and the result."""
+    `none` (`_without_evictions`); where a starting plan already meets as much without
+    evicting, they do so at once, without the evictions stage on the full model. Returns the
+    model the last stages ran on, and the result."""
     small = PlanningModel(
         classes=pm.classes, pools=demand_pools, demand=pm.demand, policy=pm.policy
     ).build()
@@ -250,6 +252,15 @@ def _solve_demand_first(
     first = run(small, in_small.first_allowed(starts.ranked)[1], STAGES[:1])
     met = sum(demand_weight(d) * first.value(v) for d, v in zip(pm.demand, small.met, strict=True))
     pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
+    meeting = [r for r in starts.ranked if r[0].weighted_met >= met]
+    # A starting plan that meets as much and evicts nothing settles the evictions stage (none
+    # can evict fewer): no need to solve it on the full model.
+    calm = next((r[2] for r in meeting if r[0].evictions == 0), None)
+    narrow = (
+        None if calm is None else _without_evictions(pm, calm, met=met, met_proven=first.optimal)
+    )
+    if narrow is not None:
+        return narrow[0], run(narrow[0], narrow[1], STAGES[2:], _none_evicted(first))
     # Evictions were free there: keep what in-use instances the demand met allows. Fewer
     # evictions on the small model first (every change there evicts all of a GPU's pods), in
     # a short slice of the time: a far better start for the evictions stage where it cannot
@@ -260,41 +271,64 @@ def _solve_demand_first(
         for r in (first, fewer)
         if r.found
     ]
-    meeting = [r for r in starts.ranked if r[0].weighted_met >= met]
     plans = _ranked(pm, starts.gpus, starts.demand, repaired) + meeting
     try:
         _, hint = starts.first_allowed(sorted(plans, key=lambda p: p[0], reverse=True))
     except StopIteration:  # a planner bug, but the carried-over solution still holds
         hint = carry_over(first.values, source=small, target=pm)
     second = run(pm, hint, STAGES[1:2], first)
-    narrow = _without_evictions(pm, second, met=met, met_proven=first.optimal)
+    narrow = None
+    if _evicts_nothing(second):
+        targets = map_to_gpus(pm=pm, result=second, policy=pm.policy)
+        narrow = _without_evictions(pm, targets, met=met, met_proven=first.optimal)
     if narrow is None:
         return pm, run(pm, second.values, STAGES[2:], second)
     return narrow[0], run(narrow[0], narrow[1], STAGES[2:], second)
 
 
+def _evicts_nothing(result: StagedResult) -> bool:
+    """Whether the evictions stage, the last one in `result`, found a plan evicting no pod."""
+    stage = result.stages[-1] if result.stages else None
+    return not (
+        stage is None or stage.name != "evictions" or stage.status == "NOT REACHED" or stage.value
+    )
+
+
+def _none_evicted(first: StagedResult) -> StagedResult:
+    """`first` (the demand stage) followed by an evictions stage settled without solving: a
+    plan meeting as much demand evicts no pod, and no plan evicts fewer."""
+    stage = SolverStage(
+        name="evictions", sense="min", status="OPTIMAL", value=0.0, bound=0.0, seconds=0.0
+    )
+    return StagedResult(
+        values=first.values,
+        stages=[*first.stages, stage],
+        optimal=first.optimal,
+        found=first.found,
+        objective=first.objective,
+        bound=first.bound,
+    )
+
+
 def _without_evictions(
-    pm: PlanningModel, result: StagedResult, *, met: int, met_proven: bool
+    pm: PlanningModel, targets: Targets, *, met: int, met_proven: bool
 ) -> tuple[PlanningModel, dict[int, int]] | None:
-    """Where the evictions stage found a plan that evicts nothing: the model of policy `none`
-    (only the routes that keep every in-use instance, pools over the demanded profiles alone)
-    with the demand met fixed, and that plan as its hint. None otherwise.
+    """For a plan that evicts nothing (`targets`): the model of policy `none` (only the
+    routes that keep every in-use instance, pools over the demanded profiles alone) with the
+    demand met fixed, and that plan as its hint. None where the plan is not a solution of it.
 
     With no eviction, in-use profiles need no supply columns and every other route is closed:
     on 2,000 fragmented GPUs with little demand, 8,954 options become 3,117 and the headroom
     and instances stages are proven (3.5 s and 1.3 s) where headroom was still unproven
     after 6 s.
     """
-    stage = result.stages[-1] if result.stages else None
-    if stage is None or stage.name != "evictions" or stage.status == "NOT REACHED" or stage.value:
-        return None
     policy = pm.policy.model_copy(update={"disruption": Disruption.NONE})
     profiles = sorted(_relevant_profiles([], pm.demand, policy))
     pools = build_pools(pm.classes, profiles=profiles, policy=policy)
     narrow = PlanningModel(classes=pm.classes, pools=pools, demand=pm.demand, policy=policy)
     narrow.build()
     narrow.model.add(narrow.weighted_met() == met if met_proven else narrow.weighted_met() >= met)
-    hint = hint_from_targets(narrow, map_to_gpus(pm=pm, result=result, policy=pm.policy))
+    hint = hint_from_targets(narrow, targets)
     return None if hint is None else (narrow, hint)
 
 
