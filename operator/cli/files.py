@@ -83,6 +83,8 @@ class _Unusual(Exception):
     """The text uses what the event reader leaves to the full loader."""
 
 
+_NO_KEY = object()
+"""In the event reader: the open mapping waits for a key, not for a key's value."""
 _STARTS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _ENDS = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -165,8 +167,6 @@ class _EventReader:
             top[2].add(value)
             top[1] = value
 
-
-_NO_KEY = object()
 
 FIFO_WRITER_WAIT_SECONDS = 30.0
 """How long a named pipe may go without a writer before reading it is given up."""
