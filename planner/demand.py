@@ -118,10 +118,6 @@ def pod_parts(pod: PendingPod | WorkloadPodSet) -> tuple[Part, ...]:
     """What `pod` (or each pod of a Workload's pod set) needs, as parts: each MIG resource it
     requests, and each set of profiles its claims' devices may take (requests for the same
     set added up), sorted."""
-    if not pod.claims and len(pod.requests) == 1:
-        ((resource, quantity),) = pod.requests.items()
-        if is_mig_resource(resource) and quantity > 0:
-            return (Part((profile_of(resource),), quantity),)
     counts: Counter[tuple[str, ...]] = Counter()
     for resource, quantity in pod.requests.items():
         if is_mig_resource(resource) and quantity > 0:
@@ -146,36 +142,27 @@ def pending_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
     counts: Counter[tuple[Part, ...]] = Counter()
     pods: dict[tuple[Part, ...], list[str]] = {}
     for pod in inventory.pending_pods:
-        labels = inventory.namespaces.get(pod.namespace, {})
-        labels = {"kubernetes.io/metadata.name": pod.namespace, **labels}
-        if not wanted.namespace_selector.matches(labels):
+        if not wanted.namespace_selector.matches(_namespace_labels(inventory, pod.namespace)):
             continue
         parts = pod_parts(pod)
         if not parts:
             continue
         counts[parts] += 1
         pods.setdefault(parts, []).append(f"{pod.namespace}/{pod.name}")
-    items = []
-    for parts in sorted(counts, key=lambda k: (len(k) > 1 or k[0].count > 1, k)):
-        single = len(parts) == 1 and parts[0].count == 1
-        first = parts[0].profiles
-        items.append(
-            DemandItem(
-                first[0],
-                counts[parts],
-                wanted.priority,
-                DemandKind.FREE,
-                tuple(pods[parts]),
-                alternatives=first[1:] if single else (),
-                per_pod=() if single else parts,
-            )
-        )
-    return items
+    return [
+        _item(parts, counts[parts], wanted.priority, tuple(pods[parts]))
+        for parts in sorted(counts, key=lambda k: (len(k) > 1 or k[0].count > 1, k))
+    ]
 
 
-def _item(parts: tuple[Part, ...], units: int, priority: int, who: str) -> DemandItem:
-    """A FREE item of `units` pods needing `parts` each (one instance each: `units`
-    instances of an either/or item)."""
+def _namespace_labels(inventory: Inventory, namespace: str) -> dict[str, str]:
+    """A namespace's labels as a namespace selector sees them (its name label included)."""
+    return {"kubernetes.io/metadata.name": namespace, **inventory.namespaces.get(namespace, {})}
+
+
+def _item(parts: tuple[Part, ...], units: int, priority: int, pods: tuple[str, ...]) -> DemandItem:
+    """A FREE item of `units` pods (named `pods`) needing `parts` each: an either/or item of
+    `units` instances where each needs one, else a bundle."""
     single = len(parts) == 1 and parts[0].count == 1
     first = parts[0].profiles
     return DemandItem(
@@ -183,7 +170,7 @@ def _item(parts: tuple[Part, ...], units: int, priority: int, who: str) -> Deman
         units,
         priority,
         DemandKind.FREE,
-        (who,),
+        pods,
         alternatives=first[1:] if single else (),
         per_pod=() if single else parts,
     )
@@ -198,14 +185,10 @@ def workload_demand(spec: DemandSpec, inventory: Inventory, *, plan: str) -> lis
     priority = wanted.priority if wanted is not None else 1
     items = []
     for workload in inventory.workloads:
-        labels = {
-            "kubernetes.io/metadata.name": workload.namespace,
-            **inventory.namespaces.get(workload.namespace, {}),
-        }
         queued = (
             wanted is not None
             and workload.cluster_queue in wanted.cluster_queues
-            and wanted.namespace_selector.matches(labels)
+            and wanted.namespace_selector.matches(_namespace_labels(inventory, workload.namespace))
         )
         if workload.check_plan and workload.check_plan != plan:
             continue  # another plan's AdmissionCheck serves it
@@ -214,7 +197,7 @@ def workload_demand(spec: DemandSpec, inventory: Inventory, *, plan: str) -> lis
         for pod_set in workload.pod_sets:
             parts = pod_parts(pod_set)
             if parts and pod_set.count > 0:
-                who = f"{workload.namespace}/{workload.name}"
+                who = (f"{workload.namespace}/{workload.name}",)
                 items.append(_item(parts, pod_set.count, priority, who))
     return items
 

@@ -28,7 +28,13 @@ from migplan.operator.controller.rollout import (
 )
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
-from migplan.operator.kueue.checks import RETRY_AFTER_SECONDS, needs_planning, update_checks
+from migplan.operator.kueue.checks import (
+    RETRY_AFTER_SECONDS,
+    Waiting,
+    needs_planning,
+    update_checks,
+    waiting_for,
+)
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.plan import Plan
@@ -295,7 +301,7 @@ class PlanController:
         self.events(body, "Warning", "Preflight", str(new.get("message")))
 
     def _rebalance_reason(
-        self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime
+        self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime, waiting: Waiting
     ) -> str | None:
         """Why the plan should be planned again now, if it should."""
         status = body.get("status") or {}
@@ -309,35 +315,32 @@ class PlanController:
         last = status.get("lastRebalance") or status.get("lastPlanned")
         if schedule and last and is_due(schedule, last=parse_timestamp(last), now=now):
             return "cron"
-        if self._kueue_waiting(body, now):
+        if self._kueue_waiting(body, now, waiting):
             return "kueue"
         return None
 
-    def _kueue_waiting(self, body: dict[str, Any], now: datetime) -> bool:
+    def _kueue_waiting(self, body: dict[str, Any], now: datetime, waiting: Waiting) -> bool:
         """Whether a Workload waits on one of migplan's AdmissionChecks for this plan that its
         last planning did not consider, or did not meet and may now be retried."""
-        if not self.kueue_served():
-            return False
         status = body.get("status") or {}
         last = status.get("lastPlanned")
         since = (now - parse_timestamp(last)).total_seconds() if last else None
         return needs_planning(
-            self.api,
-            plan=body["metadata"]["name"],
+            waiting,
             records=status.get("kueue") or {},
             retry_due=since is None or since >= RETRY_AFTER_SECONDS,
         )
 
-    def _kueue_checks(self, name: str) -> None:
-        """Tell the Workloads waiting on migplan's checks for plan `name` how they stand."""
-        if not self.kueue_served():
+    def _kueue_checks(self, name: str, waiting: Waiting) -> None:
+        """Tell the `waiting` Workloads how they stand with plan `name`."""
+        if not waiting:
             return
         body = kube.get_plan(self.api, name=name)
         if body is None:
             return
         status = body.get("status") or {}
         update_checks(
-            self.api, plan=name, phase=status.get("phase"), records=status.get("kueue") or {}
+            self.api, waiting, phase=status.get("phase"), records=status.get("kueue") or {}
         )
 
     def tick(self, name: str) -> None:
@@ -386,12 +389,14 @@ class PlanController:
                 self._replan(body, reason="spec")
                 body = kube.get_plan(self.api, name=name) or body
             failing = _condition(status.get("conditions") or [], TICK_FAILED)[0] == "True"
-            reason = self._rebalance_reason(body, manifest, now)
+            # Read once: whether to re-plan for them, then what to tell them.
+            waiting = waiting_for(self.api, plan=name) if self.kueue_served() else []
+            reason = self._rebalance_reason(body, manifest, now, waiting)
             if reason and not rollout_in_progress(body.get("status") or {}):
                 self._replan(body, reason=reason)
                 body = kube.get_plan(self.api, name=name) or body
             self._advance(body, manifest, now)
-            self._kueue_checks(name)
+            self._kueue_checks(name, waiting)
             if failing:
                 self._clear_tick_failure(name)
 

@@ -257,6 +257,16 @@ class ClaimReader:
         return found
 
 
+def claim_from_template(
+    template: Mapping[str, Any], *, name: str, namespace: str
+) -> dict[str, Any]:
+    """The claim a ResourceClaimTemplate will make (its spec), for a pod not created yet."""
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": (template.get("spec") or {}).get("spec") or {},
+    }
+
+
 def pod_claims(
     pod: Any,
     *,
@@ -279,10 +289,7 @@ def pod_claims(
             template = templates.get((namespace, ref.resource_claim_template_name))
             if template is not None:
                 generated = f"{pod.metadata.name}-{ref.name}"
-                claim = {
-                    "metadata": {"name": generated, "namespace": namespace},
-                    "spec": (template.get("spec") or {}).get("spec") or {},
-                }
+                claim = claim_from_template(template, name=generated, namespace=namespace)
         if claim is None or (claim.get("status") or {}).get("allocation"):
             continue
         found.append((str(claim["metadata"]["name"]), claim))

@@ -20,6 +20,7 @@ from migplan.operator.dra.claims import (
     ClassInfo,
     Held,
     candidates,
+    claim_from_template,
     device_classes,
     held_instances,
     pod_claims,
@@ -167,10 +168,8 @@ def workload_claims(
         made = state.templates.get((namespace, str(ref.get("resourceClaimTemplateName", ""))))
         if made is None:
             continue
-        claim = {
-            "metadata": {"name": f"{ref.get('name', '')}", "namespace": namespace},
-            "spec": (made.get("spec") or {}).get("spec") or {},
-        }
-        found += reader.requests(claim, where=f"{where} claim {ref.get('name', '')}")
+        name = str(ref.get("name", ""))
+        claim = claim_from_template(made, name=name, namespace=namespace)
+        found += reader.requests(claim, where=f"{where} claim {name}")
     state.notes += [n for n in reader.notes if n not in state.notes]
     return found

@@ -90,8 +90,13 @@ def verdict(record: Mapping[str, Any] | None, *, phase: str | None) -> tuple[str
     return "Retry", f"the plan met it but is {phase}, so its instances may not exist"
 
 
-def _waiting(api: Any, *, plan: str) -> list[tuple[Mapping[str, Any], str]]:
-    """(Workload, check) for each Workload waiting on a migplan check that names `plan`."""
+Waiting = list[tuple[Mapping[str, Any], str]]
+"""(Workload, check) pairs: Workloads waiting on a migplan check, and that check's name."""
+
+
+def waiting_for(api: Any, *, plan: str) -> Waiting:
+    """(Workload, check) for each Workload waiting on a migplan check that names `plan`:
+    read once per tick, for `needs_planning` and `update_checks` both."""
     managed = migplan_checks(kube.list_kueue(api, plural="admissionchecks"))
     checks = {name: named for name, named in managed.items() if named == plan}
     if not checks:
@@ -104,11 +109,11 @@ def _waiting(api: Any, *, plan: str) -> list[tuple[Mapping[str, Any], str]]:
 
 
 def needs_planning(
-    api: Any, *, plan: str, records: Mapping[str, Mapping[str, Any]], retry_due: bool
+    waiting: Waiting, *, records: Mapping[str, Mapping[str, Any]], retry_due: bool
 ) -> bool:
-    """Whether a Workload waits on a migplan check for `plan` that the plan's last planning
-    did not consider (no record), or did not meet and, `retry_due`, may be tried again."""
-    for workload, _ in _waiting(api, plan=plan):
+    """Whether a `waiting` Workload is one the plan's last planning did not consider (no
+    record), or did not meet and, `retry_due`, may be tried again."""
+    for workload, _ in waiting:
         meta = workload["metadata"]
         record = records.get(workload_key(meta["namespace"], meta["name"]))
         if record is None:
@@ -119,12 +124,12 @@ def needs_planning(
 
 
 def update_checks(
-    api: Any, *, plan: str, phase: str | None, records: Mapping[str, Mapping[str, Any]]
+    api: Any, waiting: Waiting, *, phase: str | None, records: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, str]:
-    """Set the state of migplan's checks on the Workloads that wait on them for `plan`;
-    returns the state set per Workload (for logs and tests)."""
+    """Set the state of migplan's checks on the `waiting` Workloads; returns the state set
+    per Workload (for logs and tests)."""
     done: dict[str, str] = {}
-    for workload, check in _waiting(api, plan=plan):
+    for workload, check in waiting:
         meta = workload["metadata"]
         key = workload_key(meta["namespace"], meta["name"])
         found = verdict(records.get(key), phase=phase)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
+from nodes import KWOK_TOLERATION
 
 MIG_CLASS = next(
     doc
@@ -16,7 +17,6 @@ MIG_CLASS = next(
     if doc["kind"] == "DeviceClass"
 )
 """NVIDIA's MIG DeviceClass as the DRA example ships it (the example is what the tests apply)."""
-KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def device_spec(profile: str, *, count: int = 1) -> dict:
@@ -85,7 +85,7 @@ def claim_pod(
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "nodeSelector": node_selector or {},
-            "tolerations": [KWOK, *tolerations],
+            "tolerations": [KWOK_TOLERATION, *tolerations],
             "resourceClaims": [ref],
             "containers": [
                 {

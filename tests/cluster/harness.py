@@ -471,6 +471,8 @@ class ControlPlane:
         crds = (self.bin_dir / "kueue-crds").resolve()  # kubectl reads no symlinked folder
         self.kubectl("apply", "--server-side", "-f", str(crds))
         kinds = ("workloads", "admissionchecks", "clusterqueues", "localqueues")
+        # Polled: `kubectl wait --for=condition=Established` right after the apply fails
+        # outright on a CRD whose status has no conditions yet.
         self._wait(
             lambda: all(
                 "True"

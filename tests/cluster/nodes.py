@@ -10,6 +10,8 @@ import json
 from collections import Counter
 
 POOL = "migplan.io/pool"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+"""What a pod needs to land on a kwok node (kwok taints its nodes)."""
 
 
 def gpu_node(
@@ -78,9 +80,7 @@ def mig_pod(
                     "resources": {"limits": {resource: str(count)}},
                 }
             ],
-            "tolerations": [
-                {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
-            ],
+            "tolerations": [dict(KWOK_TOLERATION)],
         },
     }
     if pool:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from nodes import POOL
+from nodes import KWOK_TOLERATION, POOL
 from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, build_pool, make_plan, plan_status
 from waiting import wait_for
@@ -18,7 +18,6 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kq"
-KWOK = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 QUOTA = {
     "nvidia.com/mig-2g.20gb": 4,
     "nvidia.com/mig-7g.80gb": 2,
@@ -91,7 +90,7 @@ def job(name: str, resource: str, pods: int) -> dict:
                     "restartPolicy": "Never",
                     "nodeSelector": {POOL: NS},
                     "tolerations": [
-                        KWOK,
+                        KWOK_TOLERATION,
                         {"key": POOL, "operator": "Equal", "value": NS, "effect": "NoSchedule"},
                     ],
                     "containers": [

@@ -191,12 +191,16 @@ def test_unreachable_cluster_is_one_line(capsys, tmp_path) -> None:
     assert err.count("\n") == 1
 
 
-def test_dra_example_previews_offline_with_either_or_claims(capsys) -> None:
-    plan = str(ROOT / "examples" / "dra" / "plan.yaml")
-    cluster = str(ROOT / "examples" / "dra" / "cluster.yaml")
+def preview_example(capsys, folder: str) -> dict:
+    """The JSON preview of examples/FOLDER's plan on its offline cluster."""
+    plan, cluster = (str(ROOT / "examples" / folder / f) for f in ("plan.yaml", "cluster.yaml"))
     code, out, err = call(capsys, "preview", plan, "--cluster", cluster, "-o", "json")
     assert code == 0, err
-    doc = json.loads(out)
+    return json.loads(out)
+
+
+def test_dra_example_previews_offline_with_either_or_claims(capsys) -> None:
+    doc = preview_example(capsys, "dra")
     # Instances: 1 explicit, 2 either/or claims, 1 finetune, the pair pod's 2.
     assert doc["summary"]["met"] == doc["summary"]["requested"] == 6
     claims = next(d for d in doc["demand"] if d["alternatives"] and d["kind"] == "free")
@@ -215,11 +219,7 @@ def test_dra_example_previews_offline_with_either_or_claims(capsys) -> None:
 
 
 def test_kueue_example_previews_offline_with_its_workloads(capsys) -> None:
-    plan = str(ROOT / "examples" / "kueue" / "plan.yaml")
-    cluster = str(ROOT / "examples" / "kueue" / "cluster.yaml")
-    code, out, err = call(capsys, "preview", plan, "--cluster", cluster, "-o", "json")
-    assert code == 0, err
-    doc = json.loads(out)
+    doc = preview_example(capsys, "kueue")
     # The Workload waiting on the check, and the one pending in the plan's ClusterQueue.
     assert [(d["pods"], d["met"]) for d in doc["demand"]] == [
         (["ml/job-finetune-5f2c1"], 2),
