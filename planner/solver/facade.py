@@ -120,7 +120,9 @@ def plan(
         start_from: dict[int, int],
         stages: Sequence[tuple[Criterion, ...]],
         before: StagedResult | None = None,
+        *,
         share: float = 1.0,
+        continued: bool = False,
     ) -> StagedResult:
         """Solve `stages`, taking at most `share` of the time left to the solver."""
         now = time.monotonic()
@@ -134,6 +136,7 @@ def plan(
             progress=note,
             stages=stages,
             before=before,
+            continued=continued,
         )
 
     demand_pools = for_demand_alone(pools, classes, policy)
@@ -282,7 +285,7 @@ def _solve_demand_first(
         _, hint = starts.first_allowed(sorted(plans, key=lambda p: p[0], reverse=True))
     except StopIteration:  # a planner bug, but the carried-over solution still holds
         hint = carry_over(first.values, source=small, target=pm)
-    second = run(pm, hint, STAGES[1:2], first)
+    second = run(pm, hint, STAGES[1:2], first, continued=True)
     narrow = None
     if _evicts_nothing(second):
         targets = map_to_gpus(pm=pm, result=second, policy=pm.policy)

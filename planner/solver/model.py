@@ -34,6 +34,7 @@ from ortools.sat.python import cp_model
 from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.pools import PoolSet
+from migplan.planner.solver.prune import Relaxation
 from migplan.planner.spec import Disruption, PolicySpec
 
 Expr = cp_model.LinearExprT
@@ -91,6 +92,8 @@ class PlanningModel:
     touched: list[cp_model.IntVar] = field(default_factory=list)
     moved: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
     pins: Counter[str] = field(default_factory=Counter)
+    relaxation: Relaxation = field(default_factory=Relaxation)
+    """The model's LP relaxation, kept for fixing variables between stages (`prune.py`)."""
 
     def build(self) -> PlanningModel:
         """Create variables and constraints; returns self."""

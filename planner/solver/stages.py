@@ -1,20 +1,21 @@
-"""The lexicographic objective, solved in five CP-SAT stages (operations come after,
+"""The lexicographic objective, solved in four CP-SAT stages (operations come after,
 exactly, in `assign.py`).
 
 1. demand met (priority x compute weighted);
 2. fewest evictions;
 3. fewest GPUs changed, then nodes touched;
-4. most free headroom (largest profile still placeable, summed over GPUs);
-5. fewest instances in the changed GPUs' targets (so nothing is created that nobody asked
-   for).
+4. most free headroom (largest profile still placeable, summed over GPUs), then fewest
+   instances in the changed GPUs' targets (so nothing is created that nobody asked for).
 
 Demand is solved alone: its LP relaxation is tight and its coefficients small, so CP-SAT
 proves it in about a second on 8,000 fragmented GPUs, where the same criterion combined with
 the disruption ones (weights up to 1e11) made no progress in 10 s. Evictions alone are
 proven where combined with GPUs changed and nodes touched they were not (8,000 GPUs with
-evictions: 654 proven in 5.8 s against 3,126 unproven); headroom and instances likewise
-(2,000 GPUs, under-demand: 4.4 s combined, 2.8 s apart). GPUs changed and nodes touched
-stay together: apart they took 4.1 s against 2.9 s on 8,000 GPUs.
+evictions: 654 proven in 5.8 s against 3,126 unproven). GPUs changed and nodes touched
+stay together: apart they took 4.1 s against 2.9 s on 8,000 GPUs. Headroom and instances
+together, with the LP-guided search below, took 0.3-0.6 s on 2,000 fragmented GPUs with
+little demand over five seeds, where apart they took 1-5 s and now and then more than 10 s
+(`bench/fragmented.py`'s models solved alone under several seeds).
 
 Inside a stage the criteria are combined with weights that provably separate them: a
 criterion's weight exceeds the largest possible total of everything after it, so one unit of
@@ -42,6 +43,7 @@ from ortools.sat.python import cp_model
 
 from migplan.planner.plan import SolverStage
 from migplan.planner.solver.model import PlanningModel
+from migplan.planner.solver.prune import fix_by_reduced_costs
 
 Expression = Callable[[PlanningModel], cp_model.LinearExprT]
 Progress = Callable[[str], None]
@@ -64,8 +66,10 @@ STAGES: tuple[tuple[Criterion, ...], ...] = (
         Criterion("gpus changed", "min", PlanningModel.gpus_changed, PlanningModel.gpu_count),
         Criterion("nodes touched", "min", PlanningModel.nodes_touched, PlanningModel.node_count),
     ),
-    (Criterion("free headroom", "max", PlanningModel.headroom, PlanningModel.max_headroom),),
-    (Criterion("instances", "min", PlanningModel.created, PlanningModel.max_created),),
+    (
+        Criterion("free headroom", "max", PlanningModel.headroom, PlanningModel.max_headroom),
+        Criterion("instances", "min", PlanningModel.created, PlanningModel.max_created),
+    ),
 )
 DETERMINISTIC_SECONDS_PER_WALL_SECOND = 5.0
 """CP-SAT's deterministic time runs 2-5x faster than the wall clock on these models once the
@@ -118,6 +122,10 @@ def _solver(left: float, workers: int, seed: int, *, interleave: bool) -> cp_mod
     # The deeper LP relaxation proves the disruption and free-capacity stages in seconds
     # where the default level stalls without a bound (measured with bench/planner.py).
     solver.parameters.linearization_level = 2
+    # Branch on the LP's solution: on the later stages of 2,000 and 8,000 fragmented GPUs the
+    # default search took up to 10 s to find a first improvement on some seeds; guided by the
+    # LP it found and proved the optimum in a steady 0.3-3 s (no stage measured was slower).
+    solver.parameters.search_branching = cp_model.LP_SEARCH
     # Every linear constraint in the LP from the start, instead of adding violated ones as
     # the search goes: on 2,000 fragmented GPUs the later stages were proven 1.5-4x sooner
     # (nodes-touched and eviction stages most; bench/fragmented.py, 250 nodes).
@@ -152,9 +160,14 @@ def solve_stages(
     progress: Progress | None = None,
     stages: Sequence[tuple[Criterion, ...]] = STAGES,
     before: StagedResult | None = None,
+    continued: bool = False,
 ) -> StagedResult:
     """Solve `stages` in order until `deadline` (time.monotonic()), starting from `hint`;
-    `before` holds the stages already solved (on another model), which this continues."""
+    `before` holds the stages already solved (on another model), which this continues.
+
+    Between stages, variables the stage's LP shows no plan as good can move are fixed
+    (`prune.py`); after the last one too where `continued` (a later call solves more stages
+    on `pm`)."""
     result = StagedResult(values=dict(hint))
     if before is not None:
         result.stages = list(before.stages)
@@ -217,8 +230,12 @@ def solve_stages(
                     seconds=seconds if k == 0 else 0.0,
                 )
             )
-        result.values = dict(enumerate(solver.response_proto.solution))
+        solution = solver.response_proto.solution
+        result.values = dict(enumerate(solution))
         result.found = True
+        if continued or criteria is not stages[-1]:
+            left = deadline - time.monotonic()
+            fix_by_reduced_costs(pm.model, pm.relaxation, solution=solution, time_limit=left)
         fixed = round(solver.objective_value)
         pm.model.add(expr == fixed if proven else expr >= fixed)
     result.optimal = result.optimal and result.found

@@ -1,0 +1,137 @@
+"""Reduced-cost fixing between stages: smaller models for the later stages, the same optimum.
+
+After a stage, every plan the later stages may return is at least as good on that stage's
+criterion as the value the stage reached (`v`, in CP-SAT's internal minimisation). The LP
+relaxation of the stage's model (GLOP) bounds the criterion from below (`L`) and gives each
+variable a reduced cost `r`: a solution in which a variable at its LP lower bound sits `k`
+above it scores at least `L + r * k`. Where `r > v - L`, no solution as good as `v` moves the
+variable off that bound (likewise at the upper bound with `-r`), so it is fixed there before
+the next stage. Nothing a later stage could choose is lost; CP-SAT's presolve and LP then
+work on what is left. The LP drops constraints it cannot hold (none of the planner's today),
+which only weakens the bound, so the fixing stays sound.
+
+On the fragmented benchmark's 2,000 GPUs with evictions, the evictions stage's LP is tight
+and fixes 11,016 of the 21,674 variables (most routes that would evict): the GPUs-changed
+stage took 0.3 s instead of 2.0 s and the headroom stage 0.5 s instead of 2.8 s, with the
+same values. The LP takes 0.15 s there, 0.7 s on 8,000 GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import ortools.linear_solver.linear_solver_pb2 as lp_pb2
+from ortools.linear_solver.python import model_builder_helper
+from ortools.sat.python import cp_model
+
+TOLERANCE = 1e-6
+"""Slack on the comparison, relative to the objective's size (GLOP's own tolerances are
+1e-7): a variable is fixed only where its reduced cost clears the gap by more."""
+
+
+GLOP_PARAMETERS = "use_dual_simplex: true use_preprocessing: false"
+"""The dual simplex without GLOP's presolve: 0.3 s instead of 0.7 s on the LP of 8,000
+fragmented GPUs with evictions (45,480 columns), with the same bound."""
+UNBOUNDED = 2**62
+"""CP-SAT writes an open side of a constraint as the int64 limit; the LP wants infinity."""
+
+
+def _bound(value: int) -> float:
+    return float(np.sign(value)) * np.inf if abs(value) >= UNBOUNDED else float(value)
+
+
+@dataclass
+class Relaxation:
+    """The LP relaxation of one CP-SAT model, read from its proto once and then kept up to
+    date as stages add constraints (a model's constraints only ever grow)."""
+
+    lower: list[int] = field(default_factory=list)
+    upper: list[int] = field(default_factory=list)
+    rows: list[tuple[list[int], list[int], float, float]] = field(default_factory=list)
+    """(variables, coefficients, lower bound, upper bound) of each linear constraint."""
+    read: int = 0
+    """Constraints of the proto read so far."""
+
+    def refresh(self, model: cp_model.CpModel) -> None:
+        """Read the variables' domains and the constraints added since the last call."""
+        proto = model.proto
+        self.lower, self.upper = [], []
+        for var in proto.variables:
+            domain = var.domain
+            self.lower.append(domain[0])
+            self.upper.append(domain[len(domain) - 1])
+        constraints = proto.constraints
+        for index in range(self.read, len(constraints)):
+            row = constraints[index]
+            if not row.has_linear() or len(row.enforcement_literal):
+                continue  # not a plain linear row: leaving it out only relaxes the LP
+            linear = row.linear
+            variables = list(linear.vars)
+            if not variables or min(variables) < 0:
+                continue
+            domain = linear.domain
+            self.rows.append(
+                (variables, list(linear.coeffs), _bound(domain[0]), _bound(domain[len(domain) - 1]))
+            )
+        self.read = len(constraints)
+
+    def request(self, objective: tuple[list[int], list[int]], *, time_limit: float) -> bytes:
+        """The LP, minimising `objective` (variables, coefficients), as a GLOP request."""
+        lp = lp_pb2.MPModelProto()
+        for low, high in zip(self.lower, self.upper, strict=True):
+            var = lp.variable.add()
+            var.lower_bound, var.upper_bound = float(low), float(high)
+        for index, coefficient in zip(*objective, strict=True):
+            lp.variable[index].objective_coefficient = float(coefficient)
+        for variables, coefficients, lower, upper in self.rows:
+            row = lp.constraint.add()
+            row.var_index.extend(variables)
+            row.coefficient.extend(coefficients)
+            row.lower_bound, row.upper_bound = lower, upper
+        request = lp_pb2.MPModelRequest(
+            model=lp,
+            solver_type=lp_pb2.MPModelRequest.GLOP_LINEAR_PROGRAMMING,
+            solver_specific_parameters=GLOP_PARAMETERS,
+            solver_time_limit_seconds=time_limit,
+        )
+        return bytes(request.SerializeToString())
+
+
+def fix_by_reduced_costs(
+    model: cp_model.CpModel, relaxation: Relaxation, *, solution: Sequence[int], time_limit: float
+) -> int:
+    """Fix, in `model`, every variable no solution as good as `solution` on `model`'s
+    objective can move off its LP bound. Returns how many were fixed (0 where the LP does
+    not solve within `time_limit` seconds, or there is no time)."""
+    if time_limit <= 0:
+        return 0
+    relaxation.refresh(model)
+    objective = model.proto.objective
+    terms = (list(objective.vars), list(objective.coeffs))
+    reached = float(sum(solution[v] * c for v, c in zip(*terms, strict=True)))
+    solver = model_builder_helper.ModelSolverHelper("glop")
+    answer = lp_pb2.MPSolutionResponse.FromString(
+        # The stub says str; the binding takes (and returns) serialized protos as bytes.
+        solver.solve_serialized_request(relaxation.request(terms, time_limit=time_limit))  # type: ignore[arg-type]
+    )
+    if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
+        return 0
+    slack = reached - answer.objective_value + TOLERANCE * max(1.0, abs(reached))
+    costs = np.asarray(answer.reduced_cost)
+    values = np.asarray(answer.variable_value)
+    lower = np.asarray(relaxation.lower, dtype=np.float64)
+    upper = np.asarray(relaxation.upper, dtype=np.float64)
+    free = lower < upper
+    at_lower = free & (values <= lower + TOLERANCE) & (costs > slack)
+    at_upper = free & (values >= upper - TOLERANCE) & (-costs > slack)
+    variables = model.proto.variables
+    for index in np.flatnonzero(at_lower | at_upper).tolist():
+        bound = relaxation.lower[index] if at_lower[index] else relaxation.upper[index]
+        domain = variables[index].domain
+        if len(domain) != 2:
+            continue
+        domain[0] = domain[1] = bound
+        relaxation.lower[index] = relaxation.upper[index] = bound
+    return int(np.count_nonzero(at_lower | at_upper))

@@ -1,0 +1,120 @@
+"""Reduced-cost fixing: no solution as good as the stage's is ever cut off."""
+
+from __future__ import annotations
+
+from itertools import product
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from ortools.sat.python import cp_model
+
+from migplan.planner.solver.prune import Relaxation, fix_by_reduced_costs
+
+TOP = 3
+
+
+def _solve(model: cp_model.CpModel, *, feasible: bool = True) -> tuple[int, list[int]]:
+    """The optimum and a solution; `feasible=False`: an infeasible model is skipped."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    status = solver.solve(model)
+    if not feasible:
+        assume(status != cp_model.INFEASIBLE)
+    assert status == cp_model.OPTIMAL
+    return round(solver.objective_value), list(solver.response_proto.solution)
+
+
+def _domains(model: cp_model.CpModel) -> list[tuple[int, int]]:
+    return [(v.domain[0], v.domain[1]) for v in model.proto.variables]
+
+
+problems = st.integers(min_value=2, max_value=5).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(-3, 5), min_size=n, max_size=n),
+        st.lists(
+            st.tuples(st.lists(st.integers(0, 3), min_size=n, max_size=n), st.integers(1, 8)),
+            min_size=1,
+            max_size=3,
+        ),
+        st.lists(st.integers(0, 3), min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems)
+def test_every_solution_as_good_survives_the_fixing(problem) -> None:
+    """Brute force over every integer point: those at least as good as the optimum (there
+    may be several) all lie inside the domains left after fixing."""
+    costs, rows, floor = problem
+    model = cp_model.CpModel()
+    xs = [model.new_int_var(0, TOP, f"x{i}") for i in range(len(costs))]
+    for weights, cap in rows:
+        model.add(sum(w * x for w, x in zip(weights, xs, strict=True)) <= cap)
+    # A covering row: makes the cheapest variables matter without cutting off x = 0 alone.
+    model.add(sum(f * x for f, x in zip(floor, xs, strict=True)) >= min(1, sum(floor)))
+    model.minimize(sum(c * x for c, x in zip(costs, xs, strict=True)))
+    best, solution = _solve(model, feasible=False)
+
+    fixed = fix_by_reduced_costs(model, Relaxation(), solution=solution, time_limit=10.0)
+
+    domains = _domains(model)
+    assert sum(lo == hi for lo, hi in domains) >= fixed
+    for point in product(range(TOP + 1), repeat=len(costs)):
+        feasible = all(
+            sum(w * x for w, x in zip(weights, point, strict=True)) <= cap for weights, cap in rows
+        ) and sum(f * x for f, x in zip(floor, point, strict=True)) >= min(1, sum(floor))
+        if feasible and sum(c * x for c, x in zip(costs, point, strict=True)) <= best:
+            assert all(lo <= x <= hi for x, (lo, hi) in zip(point, domains, strict=True)), point
+
+
+def test_a_variable_that_only_costs_more_is_fixed_and_the_others_are_not() -> None:
+    """Cover one unit with x or y (cost 1 each) or z (cost 3): no optimal plan uses z, so it
+    is fixed at 0; x and y both appear in optimal plans and stay free."""
+    model = cp_model.CpModel()
+    x, y, z = (model.new_int_var(0, 4, name) for name in "xyz")
+    model.add(x + y + z >= 1)
+    model.minimize(x + y + 3 * z)
+    _, solution = _solve(model)
+
+    assert fix_by_reduced_costs(model, Relaxation(), solution=solution, time_limit=10.0) == 1
+    assert _domains(model) == [(0, 4), (0, 4), (0, 0)]
+    assert _solve(model)[0] == 1
+
+
+def test_a_solution_short_of_the_optimum_fixes_less() -> None:
+    """From a solution of cost 3 (z alone), using z is no longer ruled out."""
+    model = cp_model.CpModel()
+    x, y, z = (model.new_int_var(0, 4, name) for name in "xyz")
+    model.add(x + y + z >= 1)
+    model.minimize(x + y + 3 * z)
+
+    assert fix_by_reduced_costs(model, Relaxation(), solution=[0, 0, 1], time_limit=10.0) == 0
+    assert _domains(model) == [(0, 4), (0, 4), (0, 4)]
+
+
+def test_no_time_left_fixes_nothing() -> None:
+    model = cp_model.CpModel()
+    x, z = model.new_int_var(0, 4, "x"), model.new_int_var(0, 4, "z")
+    model.add(x + z >= 1)
+    model.minimize(x + 3 * z)
+
+    assert fix_by_reduced_costs(model, Relaxation(), solution=[1, 0], time_limit=0.0) == 0
+    assert _domains(model) == [(0, 4), (0, 4)]
+
+
+def test_the_relaxation_reads_only_constraints_added_since() -> None:
+    model = cp_model.CpModel()
+    x, y = model.new_int_var(0, 4, "x"), model.new_int_var(0, 4, "y")
+    model.add(x + y >= 1)
+    relaxation = Relaxation()
+    relaxation.refresh(model)
+    model.add(x - y <= 2)
+    relaxation.refresh(model)
+
+    assert [(lo, hi) for _, _, lo, hi in relaxation.rows] == [
+        (1.0, float("inf")),
+        (-float("inf"), 2.0),
+    ]
+    assert relaxation.read == 2
