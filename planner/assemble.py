@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pydantic import BaseModel
 
@@ -18,10 +19,11 @@ from migplan.planner.allocation import Allocation, Available, allocate, take_sca
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.layout import Instance, Layout
 from migplan.planner.plan import (
     DemandResult,
     GpuPlan,
+    Operation,
     Plan,
     PlanSummary,
     PodPart,
@@ -68,6 +70,23 @@ class Supply:
         }
 
 
+@lru_cache(maxsize=65536)
+def _counts(layout: Layout) -> Counter[str]:
+    """Instances per profile of `layout` (callers only read it)."""
+    return layout.profile_counts()
+
+
+@lru_cache(maxsize=65536)
+def _change(
+    before: Layout, after: Layout, mig_enabled: bool, rebuild: bool
+) -> tuple[tuple[Operation, ...], frozenset[Instance]]:
+    """One GPU's operations (immutable, so plans may share them) and destroyed instances;
+    GPUs repeat (8,216 empty GPUs of the trace snapshot take a few dozen layouts), so this
+    is cached."""
+    steps = operations(before, after, mig_enabled=mig_enabled, rebuild=rebuild)
+    return tuple(steps), frozenset(removed_instances(before, after, rebuild=rebuild))
+
+
 def supply_of(
     gpus: Sequence[GpuState],
     targets: Mapping[GpuKey, Layout],
@@ -81,16 +100,22 @@ def supply_of(
     kept: Counter[str] = Counter()
     evicted: Counter[str] = Counter()
     unkept: dict[str, Counter[str]] = {}
+    layouts: Counter[Layout] = Counter()
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
-        total.update(i.profile for i in after.instances)
-        removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
+        layouts[after] += 1
+        removed = (
+            _change(gpu.layout, after, gpu.mig_enabled, rebuild)[1] if gpu.pins else frozenset()
+        )
         for instance in gpu.pins:
             (evicted if instance in removed else kept)[instance.profile] += 1
         if per_node:
             node = unkept.setdefault(gpu.node, Counter())
             node.update(i.profile for i in after.instances)
             node.subtract(i.profile for i in gpu.pins if i not in removed)
+    for layout, gpu_count in layouts.items():
+        for profile, count in _counts(layout).items():
+            total[profile] += count * gpu_count
     return Supply(total, kept, evicted, unkept)
 
 
@@ -140,8 +165,7 @@ def assemble_plan(
     gpu_plans = []
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
-        steps = operations(gpu.layout, after, mig_enabled=gpu.mig_enabled, rebuild=rebuild)
-        removed = set(removed_instances(gpu.layout, after, rebuild=rebuild))
+        steps, removed = _change(gpu.layout, after, gpu.mig_enabled, rebuild)
         evict = sorted({pod for inst, pod in gpu.pins.items() if inst in removed})
         if gpu.whole_gpu_pod and after:
             evict.append(gpu.whole_gpu_pod)
@@ -156,7 +180,7 @@ def assemble_plan(
                 before=str(gpu.layout),
                 after=str(after),
                 in_use={str(i): pod for i, pod in sorted(gpu.pins.items())},
-                operations=tuple(steps),
+                operations=steps,
                 evict=tuple(evict),
             )
         )
