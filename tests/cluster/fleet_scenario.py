@@ -158,6 +158,10 @@ def _shift_and_rebalance(cp, run: FleetRun, *, mid: int) -> bool:
     for i in range(mid):
         cp.kubectl("delete", "pod", "-n", NAMESPACE, f"mid-{i}", "--wait=false")
     wait_for(lambda: not any(n.startswith("mid-") for n in _pods(cp)), "the 2g pods to end")
+    # From before the pods exist: the minute's cron may fire while they are being created.
+    # A rebalance that came too early to see them plans for no demand and does not count;
+    # the next one serves them. (Timestamps are whole seconds, hence >=.)
+    since = timestamp(datetime.now(UTC))
     _apply(
         cp,
         [
@@ -167,10 +171,10 @@ def _shift_and_rebalance(cp, run: FleetRun, *, mid: int) -> bool:
     )
     wait_for(lambda: _all(cp, "whole-", _is_unschedulable), "the whole-GPU pods to wait")
     before = _running_uids(cp)
-    waiting_since = timestamp(datetime.now(UTC))
     run.second = wait_for(
         lambda: (
-            (s := _status(cp, "fleet")).get("lastRebalance", "") > waiting_since
+            (s := _status(cp, "fleet")).get("lastRebalance", "") >= since
+            and s.get("demandMet", "0/0") != "0/0"
             and s.get("phase") == "Ready"
             and s
         ),
