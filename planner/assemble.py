@@ -71,18 +71,12 @@ class Supply:
 
 
 @lru_cache(maxsize=65536)
-def _counts(layout: Layout) -> Counter[str]:
-    """Instances per profile of `layout` (callers only read it)."""
-    return layout.profile_counts()
-
-
-@lru_cache(maxsize=65536)
-def _change(
+def gpu_change(
     before: Layout, after: Layout, mig_enabled: bool, rebuild: bool
 ) -> tuple[tuple[Operation, ...], frozenset[Instance]]:
     """One GPU's operations (immutable, so plans may share them) and destroyed instances;
     GPUs repeat (8,216 empty GPUs of the trace snapshot take a few dozen layouts), so this
-    is cached."""
+    is cached for assembly and scoring alike."""
     steps = operations(before, after, mig_enabled=mig_enabled, rebuild=rebuild)
     return tuple(steps), frozenset(removed_instances(before, after, rebuild=rebuild))
 
@@ -105,7 +99,7 @@ def supply_of(
         after = targets[gpu_key(gpu)]
         layouts[after] += 1
         removed = (
-            _change(gpu.layout, after, gpu.mig_enabled, rebuild)[1] if gpu.pins else frozenset()
+            gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)[1] if gpu.pins else frozenset()
         )
         for instance in gpu.pins:
             (evicted if instance in removed else kept)[instance.profile] += 1
@@ -114,7 +108,7 @@ def supply_of(
             node.update(i.profile for i in after.instances)
             node.subtract(i.profile for i in gpu.pins if i not in removed)
     for layout, gpu_count in layouts.items():
-        for profile, count in _counts(layout).items():
+        for profile, count in layout.profile_counts().items():
             total[profile] += count * gpu_count
     return Supply(total, kept, evicted, unkept)
 
@@ -165,7 +159,7 @@ def assemble_plan(
     gpu_plans = []
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
-        steps, removed = _change(gpu.layout, after, gpu.mig_enabled, rebuild)
+        steps, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
         evict = sorted({pod for inst, pod in gpu.pins.items() if inst in removed})
         if gpu.whole_gpu_pod and after:
             evict.append(gpu.whole_gpu_pod)

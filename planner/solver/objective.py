@@ -8,14 +8,12 @@ compared, and the better one returned.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import NamedTuple
 
-from migplan.planner.assemble import GpuKey, demand_supply, gpu_key
+from migplan.planner.assemble import GpuKey, demand_supply, gpu_change, gpu_key
 from migplan.planner.demand import DemandItem
-from migplan.planner.diff import operations, removed_instances
 from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.layout import Layout
 from migplan.planner.tables import headroom
 
 
@@ -32,16 +30,6 @@ class Score(NamedTuple):
     headroom: int
     operations: int
     """Negated."""
-
-
-@lru_cache(maxsize=65536)
-def _change(
-    before: Layout, after: Layout, pins: frozenset[Instance], mig_enabled: bool, rebuild: bool
-) -> tuple[int, int]:
-    """(operations, in-use instances destroyed) for one GPU; GPUs repeat, so this is cached."""
-    ops = operations(before, after, mig_enabled=mig_enabled, rebuild=rebuild)
-    removed = set(removed_instances(before, after, rebuild=rebuild))
-    return len(ops), sum(1 for i in pins if i in removed)
 
 
 def score(
@@ -61,11 +49,11 @@ def score(
         room += headroom(gpu.model, after)
         if after == gpu.layout and gpu.mig_enabled:
             continue
-        ops, lost = _change(gpu.layout, after, frozenset(gpu.pins), gpu.mig_enabled, rebuild)
+        ops, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
         if not ops:
             continue
-        evictions += lost + (1 if gpu.whole_gpu_pod else 0)
+        evictions += sum(1 for i in gpu.pins if i in removed) + (1 if gpu.whole_gpu_pod else 0)
         changed += 1
         nodes.add(gpu.node)
-        steps += ops
+        steps += len(ops)
     return Score(weighted, -evictions, -changed, -len(nodes), room, -steps)

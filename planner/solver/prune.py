@@ -46,7 +46,8 @@ def _bound(value: int) -> float:
 @dataclass
 class Relaxation:
     """The LP relaxation of one CP-SAT model, read from its proto once and then kept up to
-    date as stages add constraints (a model's constraints only ever grow)."""
+    date: stages only add constraints, and only `fix_by_reduced_costs` narrows domains (it
+    updates the bounds here as it does)."""
 
     lower: list[int] = field(default_factory=list)
     upper: list[int] = field(default_factory=list)
@@ -56,11 +57,11 @@ class Relaxation:
     """Constraints of the proto read so far."""
 
     def refresh(self, model: cp_model.CpModel) -> None:
-        """Read the variables' domains and the constraints added since the last call."""
+        """Read the variables and constraints added since the last call."""
         proto = model.proto
-        self.lower, self.upper = [], []
-        for var in proto.variables:
-            domain = var.domain
+        variables = proto.variables
+        for index in range(len(self.lower), len(variables)):
+            domain = variables[index].domain
             self.lower.append(domain[0])
             self.upper.append(domain[len(domain) - 1])
         constraints = proto.constraints
@@ -128,11 +129,13 @@ def fix_by_reduced_costs(
     at_lower = free & (values <= lower + TOLERANCE) & (costs > slack)
     at_upper = free & (values >= upper - TOLERANCE) & (-costs > slack)
     variables = model.proto.variables
+    fixed = 0
     for index in np.flatnonzero(at_lower | at_upper).tolist():
         bound = relaxation.lower[index] if at_lower[index] else relaxation.upper[index]
         domain = variables[index].domain
         if len(domain) != 2:
-            continue
+            continue  # a domain with holes: left as it is
         domain[0] = domain[1] = bound
         relaxation.lower[index] = relaxation.upper[index] = bound
-    return int(np.count_nonzero(at_lower | at_upper))
+        fixed += 1
+    return fixed

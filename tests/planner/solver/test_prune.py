@@ -110,7 +110,8 @@ def test_the_relaxation_reads_only_constraints_added_since() -> None:
     model.add(x + y >= 1)
     relaxation = Relaxation()
     relaxation.refresh(model)
-    model.add(x - y <= 2)
+    z = model.new_int_var(0, 3, "z")
+    model.add(x - y + z <= 2)
     relaxation.refresh(model)
 
     assert [(lo, hi) for _, _, lo, hi in relaxation.rows] == [
@@ -118,3 +119,4 @@ def test_the_relaxation_reads_only_constraints_added_since() -> None:
         (-float("inf"), 2.0),
     ]
     assert relaxation.read == 2
+    assert (relaxation.lower, relaxation.upper) == ([0, 0, 0], [4, 4, 3])
