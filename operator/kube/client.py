@@ -216,13 +216,22 @@ def get_node_partition(api: client.ApiClient, *, name: str) -> dict[str, Any] | 
     return cast(dict[str, Any], found)
 
 
+CREATABLE_METADATA = frozenset({"name", "labels", "annotations", "ownerReferences"})
+"""Metadata a client sets when it creates an object; the server sets the rest."""
+
+
 @retrying
 def apply_node_partition(api: client.ApiClient, *, body: dict[str, Any]) -> None:
-    """Create the NodePartition, or replace its spec if it exists."""
+    """Create the NodePartition, or replace its spec if it exists. `body` may be one read
+    from the server: what the server sets in its metadata is left out of the create (with a
+    resourceVersion, the API server answers a create with a 500, not AlreadyExists)."""
     objects = client.CustomObjectsApi(api)
     name = body["metadata"]["name"]
+    metadata = {k: v for k, v in body["metadata"].items() if k in CREATABLE_METADATA}
     try:
-        objects.create_cluster_custom_object(GROUP, VERSION, NODE_PARTITIONS, body)
+        objects.create_cluster_custom_object(
+            GROUP, VERSION, NODE_PARTITIONS, {**body, "metadata": metadata}
+        )
     except ApiException as exc:
         if exc.status != 409:
             raise

@@ -363,6 +363,45 @@ def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kub
         fleet.stop()
 
 
+def test_an_agent_that_never_applies_fails_the_node_pinned_as_it_is_and_uncordoned(
+    crds, operator_kubeconfig
+) -> None:
+    """The agent of the node to change is gone: after the agent timeout the operator points
+    the node's NodePartition at the layout the node has (a write of the object it read back,
+    which must not carry the server's resourceVersion into a create), uncordons the node and
+    reports it failed, with the GPU as it was."""
+    cp = crds
+    fleet = build_pool(cp, "mute", {"mute-a": "1g.10gb@0"})
+
+    def silent(node: str) -> None:
+        if node == "mute-a":
+            raise RuntimeError("this node's agent is down")
+
+    try:
+        add_pending(cp, "mute", 2)
+        fleet.hooks.append(silent)
+        with running_operator(cp, kubeconfig=operator_kubeconfig, agent_timeout=4):
+            apply(cp, make_plan("mute", "mute", window=ALWAYS_OPEN))
+            status = wait_for(
+                lambda: (s := plan_status(cp, "mute")).get("phase") == "Degraded" and s,
+                "the node to fail",
+                timeout=90,
+            )
+        record = status["rollout"]["nodes"]["mute-a"]
+        assert record["step"] == "Failed"
+        assert "the agent did not apply generation" in record["message"]
+        assert "GPU 0 as it was" in record["message"]
+        assert not any(c["type"] == "TickFailed" for c in status["conditions"])
+        node = node_obj(cp, "mute-a")
+        assert not node["spec"].get("unschedulable")
+        assert CORDONED_BY not in node["metadata"].get("annotations", {})
+        pinned = json.loads(cp.kubectl("get", "np", "mute-a", "-o", "json").stdout)["spec"]
+        assert [g["layout"] for g in pinned["gpus"]] == ["1g.10gb@0"]
+        assert layout_of(fleet, "mute-a") == "1g.10gb@0"
+    finally:
+        fleet.stop()
+
+
 def test_a_plan_deleted_while_the_operator_is_away_leaves_no_node_cordoned(
     crds, operator_kubeconfig
 ) -> None:
