@@ -122,11 +122,7 @@ def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(
             plan = make_plan("pdb", "pdb", window=ALWAYS_OPEN)
             plan["spec"]["rollout"]["drainTimeout"] = "4s"
             apply(cp, plan)
-            status = wait_for(
-                lambda: (s := plan_status(cp, "pdb")).get("phase") == "Degraded" and s,
-                "the node to be rolled back",
-                timeout=90,
-            )
+            status = wait_degraded(cp, "pdb", "the node to be rolled back")
         records = status["rollout"]["nodes"]
         blocked = next(n for n, r in records.items() if r["disruptive"])
         other = next(n for n in records if n != blocked)
@@ -193,6 +189,13 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
             cp.kubectl("delete", "gpp", "win-late")
     finally:
         fleet.stop()
+
+
+def wait_degraded(cp, plan: str, what: str) -> dict:
+    """`plan`'s status once its phase is Degraded (waiting for `what`)."""
+    return wait_for(
+        lambda: (s := plan_status(cp, plan)).get("phase") == "Degraded" and s, what, timeout=90
+    )
 
 
 def node_in_step(cp, plan: str, step: str) -> str | None:
@@ -348,11 +351,7 @@ def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kub
             extra_args=("--mig-config-propagation", "0"),
         ):
             apply(cp, make_plan("mw", "mw", window=ALWAYS_OPEN, actuator="mig-manager"))
-            status = wait_for(
-                lambda: (s := plan_status(cp, "mw")).get("phase") == "Degraded" and s,
-                "the wedged node to fail",
-                timeout=90,
-            )
+            status = wait_degraded(cp, "mw", "the wedged node to fail")
         record = status["rollout"]["nodes"]["mw-a"]
         assert record["step"] == "Failed"
         assert "mig-manager stuck in pending" in record["message"]
@@ -382,11 +381,7 @@ def test_an_agent_that_never_applies_fails_the_node_pinned_as_it_is_and_uncordon
         fleet.hooks.append(silent)
         with running_operator(cp, kubeconfig=operator_kubeconfig, agent_timeout=4):
             apply(cp, make_plan("mute", "mute", window=ALWAYS_OPEN))
-            status = wait_for(
-                lambda: (s := plan_status(cp, "mute")).get("phase") == "Degraded" and s,
-                "the node to fail",
-                timeout=90,
-            )
+            status = wait_degraded(cp, "mute", "the node to fail")
         record = status["rollout"]["nodes"]["mute-a"]
         assert record["step"] == "Failed"
         assert "the agent did not apply generation" in record["message"]
