@@ -49,12 +49,12 @@ ASSEMBLY_SHARE = 0.15
 """Share of the time limit kept back for turning counts into layouts and the plan."""
 ASSEMBLY_SECONDS_PER_GPU = 0.15e-3
 """...or, where more, this per GPU: from the stages' deadline to the preview's exit (placing,
-scoring, assembling, validating, writing the plan) took 0.5-0.7 s on 8,000 fragmented GPUs
+scoring, assembling, validating, writing the plan) took 0.55-0.7 s on 8,000 fragmented GPUs
 with evictions (1.2 s at 8,000 GPUs is about twice that, for a VM whose speed varies)."""
 BUNDLE_SECONDS_PER_GPU = 0.12e-3
 """Kept back on top, per GPU, where pods need several instances on one node: placing them
 node by node (and the repair that reshapes nodes for them) took the time after the stages
-on 8,000 fragmented GPUs from 0.5 s to 1.3 s (2.2 s kept back in all)."""
+on 8,000 fragmented GPUs from 0.55 s to 1.6 s (2.2 s kept back in all)."""
 
 Progress = Callable[[str], None]
 

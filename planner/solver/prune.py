@@ -115,9 +115,8 @@ def fix_by_reduced_costs(
     objective = model.proto.objective
     terms = (list(objective.vars), list(objective.coeffs))
     reached = float(sum(solution[v] * c for v, c in zip(*terms, strict=True)))
+    # Reading can use up the budget: GLOP then stops at once, not optimal.
     request = relaxation.request(terms, time_limit=deadline - time.monotonic())
-    if deadline <= time.monotonic():
-        return 0
     solver = model_builder_helper.ModelSolverHelper("glop")
     answer = lp_pb2.MPSolutionResponse.FromString(
         # The stub says str; the binding takes (and returns) serialized protos as bytes.
