@@ -60,6 +60,26 @@ class ProfileEvidence(CamelModel):
     placements: Evidence
     max_count: Evidence
     memory_mib: Evidence | None = None
+    multiprocessors: Evidence | None = None
+    engines: Evidence | None = None
+    p2p: Evidence | None = None
+
+
+class Engines(CamelModel):
+    """The engines of a GPU instance, as `nvidia-smi mig -lgip` lists them (CE, DEC, ENC,
+    JPEG, OFA) and NVML's GPU-instance profile info reports them."""
+
+    copy_engines: Annotated[int, Field(ge=0, alias="copy")]
+    decoder: Annotated[int, Field(ge=0)]
+    encoder: Annotated[int, Field(ge=0)]
+    jpeg: Annotated[int, Field(ge=0)]
+    ofa: Annotated[int, Field(ge=0)]
+
+    def __str__(self) -> str:
+        return (
+            f"CE {self.copy_engines}, DEC {self.decoder}, ENC {self.encoder}, "
+            f"JPEG {self.jpeg}, OFA {self.ofa}"
+        )
 
 
 class Profile(CamelModel):
@@ -75,6 +95,11 @@ class Profile(CamelModel):
     starts: Annotated[tuple[int, ...], Field(min_length=1)]
     max_count: Annotated[int, Field(ge=1)]
     memory_mib: Annotated[int | None, Field(ge=1)] = None
+    multiprocessors: Annotated[
+        int | None, Field(ge=1, description="SMs of the GPU instance (`-lgip` column SM)")
+    ] = None
+    engines: Engines | None = None
+    p2p: Annotated[bool | None, Field(description="peer-to-peer supported (`-lgip` P2P)")] = None
     media: MediaClass
     evidence: ProfileEvidence
     note: str | None = None
@@ -139,6 +164,9 @@ class GpuModel(CamelModel):
     architecture: Annotated[str, Field(pattern=r"^(ampere|hopper|blackwell)$")]
     compute_slices: Annotated[int, Field(ge=1)]
     memory_slices: Annotated[int, Field(ge=1, description="length of the placement axis")]
+    memory_mib: Annotated[
+        int | None, Field(ge=1, description="the whole GPU's memory as NVML reports it")
+    ] = None
     max_instances: Annotated[int, Field(ge=1)]
     mig_mode_change_needs_reset: bool
     products: Annotated[tuple[Product, ...], Field(min_length=1)]

@@ -65,7 +65,7 @@ class NodeAgent:
     api: Any
     node: str
     nvml: Callable[[], Any]
-    """Returns the NVML binding to use (pynvml, or a FakeNvml)."""
+    """Returns the NVML binding to use: pynvml, or an emulator's copy (`FakeNvml.pynvml`)."""
     catalog: Catalog
     bindings: Bindings
     device_plugin: DevicePlugin

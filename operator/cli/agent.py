@@ -120,7 +120,7 @@ def agent(
         worker = NodeAgent(
             api=api,
             node=node,
-            nvml=lambda: fake,
+            nvml=lambda: fake.pynvml,
             catalog=catalog,
             bindings=plugin,
             device_plugin=plugin,

@@ -47,7 +47,7 @@ def nvml_info(
     """
     catalog = state(ctx).catalog
     report = []
-    with NvmlAdapter(_simulated(simulate) if simulate else None) as nvml:
+    with NvmlAdapter(_simulated(simulate).pynvml if simulate else None) as nvml:
         for device in nvml.devices():
             entry: dict[str, Any] = {
                 "index": device.index,

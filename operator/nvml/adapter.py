@@ -1,11 +1,15 @@
 """The NVML adapter: the one place migplan calls NVML (nvidia-ml-py's `pynvml`).
 
 Typed results in, typed errors out (`errors.NvmlError` with the NVML code and the GPU or
-instance concerned). Pass `FakeNvml` from `emulator.py` instead of `pynvml` to run anywhere.
+instance concerned). It takes the binding module: the installed `pynvml` on a GPU node, or an
+emulator's copy of it (`FakeNvml(...).pynvml`, the same module over emulated GPUs) anywhere.
+NVML's list functions fill a caller's buffer and count: the buffers are sized as nvml.h says
+(a profile's instance count for GPU and compute instances, a first call for placements).
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,7 +50,11 @@ class InstanceProfile:
     max_count: int
     memory_mib: int
     placements: tuple[tuple[int, int], ...]
-    """(start, size) pairs, in memory slices."""
+    """(start, size) pairs, in memory slices (empty while MIG mode is off)."""
+    multiprocessors: int = 0
+    engines: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+    """Copy engines, decoders, encoders, JPEG decoders, optical-flow accelerators."""
+    p2p: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,19 +166,37 @@ class NvmlAdapter:
                 raise
             yield nvml_index, info
 
+    def _placements(self, handle: Any, profile_id: int, where: str) -> tuple[tuple[int, int], ...]:
+        """The profile's possible placements: a first call without a buffer for the count
+        (nvml.h), then one with a buffer of that size."""
+        count = ctypes.c_uint(0)
+        try:
+            self._possible_placements(handle, profile_id, None, count, where)
+        except errors.NotSupportedError:
+            return ()  # MIG mode is off
+        buffer = (self._nvml.c_nvmlGpuInstancePlacement_t * count.value)()
+        self._possible_placements(handle, profile_id, buffer, count, where)
+        return tuple(sorted((int(p.start), int(p.size)) for p in buffer[: count.value]))
+
+    def _possible_placements(
+        self, handle: Any, profile_id: int, buffer: Any, count: ctypes.c_uint, where: str
+    ) -> None:
+        self._call(
+            "nvmlDeviceGetGpuInstancePossiblePlacements",
+            where,
+            self._nvml.nvmlDeviceGetGpuInstancePossiblePlacements,
+            handle,
+            profile_id,
+            buffer,
+            ctypes.byref(count),
+        )
+
     def profiles(self, index: int) -> list[InstanceProfile]:
         """The GPU-instance profiles the GPU supports, with their possible placements."""
         handle = self._handle(index)
         where = f"GPU {index}"
         found = []
         for nvml_index, info in self._profile_infos(handle, where):
-            placements = self._call(
-                "nvmlDeviceGetGpuInstancePossiblePlacements",
-                f"{where} profile {info.id}",
-                self._nvml.nvmlDeviceGetGpuInstancePossiblePlacements,
-                handle,
-                info.id,
-            )
             found.append(
                 InstanceProfile(
                     id=int(info.id),
@@ -178,10 +204,34 @@ class NvmlAdapter:
                     compute_slices=int(info.sliceCount),
                     max_count=int(info.instanceCount),
                     memory_mib=int(info.memorySizeMB),
-                    placements=tuple(sorted((int(p.start), int(p.size)) for p in placements)),
+                    placements=self._placements(handle, int(info.id), f"{where} profile {info.id}"),
+                    multiprocessors=int(info.multiprocessorCount),
+                    engines=(
+                        int(info.copyEngineCount),
+                        int(info.decoderCount),
+                        int(info.encoderCount),
+                        int(info.jpegCount),
+                        int(info.ofaCount),
+                    ),
+                    p2p=bool(info.isP2pSupported),
                 )
             )
         return found
+
+    def _gpu_instances(self, handle: Any, profile_id: int, capacity: int, where: str) -> list[Any]:
+        """The GPU instances of one profile (`capacity`: the profile's instance count)."""
+        buffer = (self._nvml.c_nvmlGpuInstance_t * capacity)()
+        count = ctypes.c_uint(0)
+        self._call(
+            "nvmlDeviceGetGpuInstances",
+            where,
+            self._nvml.nvmlDeviceGetGpuInstances,
+            handle,
+            profile_id,
+            buffer,
+            ctypes.byref(count),
+        )
+        return list(buffer[: count.value])
 
     def instances(self, index: int) -> list[GpuInstance]:
         """The GPU instances that exist, with compute instances and processes (MIG on)."""
@@ -189,13 +239,9 @@ class NvmlAdapter:
         where = f"GPU {index}"
         pids = self._pids_by_instance(handle, where)
         found = []
-        for profile in self.profiles(index):
-            for gi in self._call(
-                "nvmlDeviceGetGpuInstances",
-                where,
-                self._nvml.nvmlDeviceGetGpuInstances,
-                handle,
-                profile.id,
+        for _, profile in self._profile_infos(handle, where):
+            for gi in self._gpu_instances(
+                handle, int(profile.id), int(profile.instanceCount), where
             ):
                 info = self._call(
                     "nvmlGpuInstanceGetInfo", where, self._nvml.nvmlGpuInstanceGetInfo, gi
@@ -227,13 +273,18 @@ class NvmlAdapter:
                 )
             except errors.NotSupportedError:
                 continue
-            for ci in self._call(
+            buffer = (self._nvml.c_nvmlComputeInstance_t * int(info.instanceCount))()
+            count = ctypes.c_uint(0)
+            self._call(
                 "nvmlGpuInstanceGetComputeInstances",
                 where,
                 self._nvml.nvmlGpuInstanceGetComputeInstances,
                 gi,
                 info.id,
-            ):
+                buffer,
+                ctypes.byref(count),
+            )
+            for ci in buffer[: count.value]:
                 ci_info = self._call(
                     "nvmlComputeInstanceGetInfo", where, self._nvml.nvmlComputeInstanceGetInfo, ci
                 )
@@ -318,7 +369,7 @@ class NvmlAdapter:
             self._nvml.nvmlDeviceCreateGpuInstanceWithPlacement,
             handle,
             profile_id,
-            placement,
+            ctypes.byref(placement),  # nvml.h takes a pointer; a struct would go by value
         )
         info = self._call("nvmlGpuInstanceGetInfo", where, self._nvml.nvmlGpuInstanceGetInfo, gi)
         try:
@@ -375,13 +426,7 @@ class NvmlAdapter:
 
     def _gpu_instance(self, handle: Any, gi_id: int, where: str) -> Any:
         for _, info in self._profile_infos(handle, where):
-            for gi in self._call(
-                "nvmlDeviceGetGpuInstances",
-                where,
-                self._nvml.nvmlDeviceGetGpuInstances,
-                handle,
-                info.id,
-            ):
+            for gi in self._gpu_instances(handle, int(info.id), int(info.instanceCount), where):
                 got = self._call(
                     "nvmlGpuInstanceGetInfo", where, self._nvml.nvmlGpuInstanceGetInfo, gi
                 )

@@ -45,7 +45,7 @@ class SimulatedDraPlugin:
     def gpus(self, node: str) -> list[PublishedGpu]:
         """The node's GPUs and instances as the plugin reads them from NVML."""
         found = []
-        with NvmlAdapter(self._nodes[node]) as nvml:
+        with NvmlAdapter(self._nodes[node].pynvml) as nvml:
             for device in nvml.devices():
                 model = self._catalog.model(device.name)
                 _, by_instance = nvml.layout(device.index, model)

@@ -28,8 +28,8 @@ from migplan.planner.layout import Instance, Layout
 log = structlog.get_logger("migplan.sim")
 
 
-def _same(fake: FakeNvml) -> FakeNvml:
-    return fake
+def _binding(fake: FakeNvml) -> Any:
+    return fake.pynvml
 
 
 class _Both:
@@ -48,7 +48,7 @@ class _Both:
 def emulated_node(models: list[str], layouts: list[str], *, catalog: Catalog) -> FakeNvml:
     """Emulated GPUs of `models`, MIG on, each holding its layout (canonical text)."""
     fake = FakeNvml(models, mig=True)
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         for device, layout in zip(nvml.devices(), layouts, strict=True):
             reconcile_gpu(
                 nvml,
@@ -84,7 +84,7 @@ class SimulatedFleet:
             name: NodeAgent(
                 api=api,
                 node=name,
-                nvml=functools.partial(_same, fake),
+                nvml=functools.partial(_binding, fake),
                 catalog=catalog,
                 bindings=bindings,
                 device_plugin=self.plugin,

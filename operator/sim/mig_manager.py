@@ -151,7 +151,7 @@ class SimulatedMigManager:
         """GPU index -> the layout the entries give it (None: a count does not fit)."""
         fake = self._nodes[node]
         targets = {}
-        with NvmlAdapter(fake) as nvml:
+        with NvmlAdapter(fake.pynvml) as nvml:
             devices = {d.index: d for d in nvml.devices()}
         for entry in entries:
             indices = devices if entry.get("devices") == "all" else entry["devices"]
@@ -179,7 +179,7 @@ class SimulatedMigManager:
         targets = self._targets(node, entries)
         if targets is None:
             return False
-        with NvmlAdapter(self._nodes[node]) as nvml:
+        with NvmlAdapter(self._nodes[node].pynvml) as nvml:
             for index, layout in targets.items():
                 model = self._catalog.model(nvml.devices()[index].name)
                 outcome = reconcile_gpu(

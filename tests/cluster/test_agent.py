@@ -45,7 +45,7 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     agent = NodeAgent(
         api=api,
         node="sim-h100-0",
-        nvml=lambda: nodes["sim-h100-0"],
+        nvml=lambda: nodes["sim-h100-0"].pynvml,
         catalog=default_catalog(),
         bindings=plugin,
         device_plugin=plugin,
@@ -125,7 +125,7 @@ def test_one_process_simulates_fifty_gpu_nodes(crds) -> None:
     for i in range(50):
         fake = FakeNvml(["H100-80GB", "H100-80GB"], mig=True)
         for gpu, layout in enumerate(layouts):
-            with NvmlAdapter(fake) as nvml:
+            with NvmlAdapter(fake.pynvml) as nvml:
                 model = default_catalog().model("H100-80GB")
                 for inst in Layout.parse(layout).instances:
                     p = model.profile(inst.profile)
@@ -254,7 +254,7 @@ def test_agent_reports_profiles_that_differ_from_the_hardware(crds) -> None:
     agent = NodeAgent(
         api=api,
         node="h200-odd",
-        nvml=lambda: fake,
+        nvml=lambda: fake.pynvml,
         catalog=default_catalog(),
         bindings=plugin,
         device_plugin=plugin,

@@ -255,7 +255,7 @@ def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, 
     agent = NodeAgent(
         api=api,
         node="rc-a",
-        nvml=lambda: nodes["rc-a"],
+        nvml=lambda: nodes["rc-a"].pynvml,
         catalog=default_catalog(),
         bindings=plugin,
         device_plugin=restarter,
@@ -381,13 +381,13 @@ def test_an_agent_without_nvml_says_so_and_doctor_names_the_fix(crds) -> None:
     api = kube.connect(kubeconfig=str(cp.kubeconfig))
     apply(cp, gpu_node("nv-a", product="NVIDIA-H100-80GB-HBM3", pool="nv"))
     fake = FakeNvml(["H100-80GB"], mig=True)
-    fake.fail("nvmlInit", code=LIBRARY_NOT_FOUND)
+    fake.fail("nvmlInitWithFlags", code=LIBRARY_NOT_FOUND)  # as the CUDA stub library does
     plugin = SimulatedDevicePlugin(api=api, nodes={"nv-a": fake})
     kube.apply_node_partition(api, body=partition("nv-a", "-"))
     agent = NodeAgent(
         api=api,
         node="nv-a",
-        nvml=lambda: fake,
+        nvml=lambda: fake.pynvml,
         catalog=default_catalog(),
         bindings=plugin,
         device_plugin=plugin,

@@ -68,7 +68,7 @@ def serve(tmp_path: Path, response) -> tuple[grpc.Server, str]:
 
 def test_bindings_map_mig_device_ids_to_instances(tmp_path, catalog) -> None:
     fake = FakeNvml(["H100-80GB"], mig=True)
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         nvml.create_instance(0, profile_id=9, start=0, size=4)
         nvml.create_instance(0, profile_id=19, start=6, size=1)
         by_gi = {gi: uuid for uuid, gi in nvml.mig_devices(0).items()}
@@ -80,7 +80,7 @@ def test_bindings_map_mig_device_ids_to_instances(tmp_path, catalog) -> None:
     container.devices.add(resource_name="example.com/fpga", device_ids=["fpga-0"])
     server, socket = serve(tmp_path, response)
     try:
-        found = PodResourcesBindings(nvml=fake, catalog=catalog, socket=socket).bindings("n")
+        found = PodResourcesBindings(nvml=fake.pynvml, catalog=catalog, socket=socket).bindings("n")
     finally:
         server.stop(None)
     assert LIST_METHOD == "/v1.PodResourcesLister/List"
@@ -91,7 +91,7 @@ def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
     tmp_path, catalog, monkeypatch
 ) -> None:
     fake = FakeNvml(["H100-80GB"], mig=True)
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         nvml.create_instance(0, profile_id=9, start=4, size=4)
         nvml.create_instance(0, profile_id=19, start=0, size=1)
         uuid = nvml.devices()[0].uuid
@@ -113,7 +113,7 @@ def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
     server, socket = serve(tmp_path, response)
     try:
         found = PodResourcesBindings(
-            nvml=fake, catalog=catalog, socket=socket, api=object()
+            nvml=fake.pynvml, catalog=catalog, socket=socket, api=object()
         ).bindings("node-1")
     finally:
         server.stop(None)

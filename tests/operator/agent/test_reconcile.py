@@ -28,7 +28,7 @@ class Crash(Exception):
 
 def gpu(model: str = "H100-80GB", layout: str = "-", *, mig: bool = True) -> FakeNvml:
     fake = FakeNvml([model], mig=mig)
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         for instance in Layout.parse(layout).instances:
             p = fake._gpus[0].model.profile(instance.profile)
             nvml.create_instance(0, profile_id=p.id, start=instance.start, size=p.size)
@@ -37,7 +37,7 @@ def gpu(model: str = "H100-80GB", layout: str = "-", *, mig: bool = True) -> Fak
 
 
 def run(fake: FakeNvml, desired: str, **kw):
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         return reconcile_gpu(
             nvml, index=0, model=fake._gpus[0].model, desired=Layout.parse(desired), **kw
         )

@@ -38,7 +38,7 @@ def test_a_differing_placement_is_reported(catalog) -> None:
         p.model_copy(update={"starts": (4,)}) if p.name == "3g.71gb" else p for p in real.profiles
     )
     hardware = real.model_copy(update={"profiles": profiles})
-    with NvmlAdapter(FakeNvml([hardware], mig=True)) as nvml:
+    with NvmlAdapter(FakeNvml([hardware], mig=True).pynvml) as nvml:
         reported = nvml.profiles(0)
     [difference] = compare(real, reported)
     assert str(difference) == ("3g.71gb: placements is {4}:4 on this GPU, {0,4}:4 in profiles/")

@@ -15,14 +15,14 @@ def fake() -> FakeNvml:
 
 
 def test_devices(fake) -> None:
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         devices = nvml.devices()
     assert [d.name for d in devices] == ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"]
     assert all(d.mig_enabled and d.mig_pending for d in devices)
 
 
 def test_profiles_match_the_catalog(fake, catalog) -> None:
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         profiles = nvml.profiles(1)
     h100 = catalog.model("H100-80GB")
     assert [(p.id, p.placements) for p in profiles] == sorted(
@@ -33,7 +33,7 @@ def test_profiles_match_the_catalog(fake, catalog) -> None:
 
 def test_create_list_and_destroy(fake, catalog) -> None:
     h100 = catalog.model("H100-80GB")
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         first = nvml.create_instance(1, profile_id=5, start=0, size=4)
         nvml.create_instance(1, profile_id=9, start=4, size=4)
         layout, by_instance = nvml.layout(1, h100)
@@ -51,14 +51,14 @@ def test_create_list_and_destroy(fake, catalog) -> None:
 
 def test_a_failed_compute_instance_leaves_no_gpu_instance(fake) -> None:
     fake.fail("nvmlGpuInstanceCreateComputeInstance", code=errors.UNKNOWN)
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         with pytest.raises(errors.NvmlError, match="NVML_ERROR_UNKNOWN"):
             nvml.create_instance(0, profile_id=9, start=0, size=4)
         assert nvml.instances(0) == []
 
 
 def test_errors_are_typed_with_place(fake) -> None:
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         nvml.create_instance(1, profile_id=5, start=0, size=4)
         with pytest.raises(errors.InsufficientResourcesError) as caught:
             nvml.create_instance(1, profile_id=9, start=0, size=4)
@@ -68,7 +68,7 @@ def test_errors_are_typed_with_place(fake) -> None:
 
 def test_mig_mode_changes() -> None:
     fake = FakeNvml(["A100-40GB", "H100-80GB"], mig=False)
-    with NvmlAdapter(fake) as nvml:
+    with NvmlAdapter(fake.pynvml) as nvml:
         assert nvml.set_mig_mode(0, enabled=True) is MigModeChange.RESET_REQUIRED
         assert nvml.set_mig_mode(1, enabled=True) is MigModeChange.APPLIED
         assert nvml.set_mig_mode(1, enabled=True) is MigModeChange.UNCHANGED

@@ -1,36 +1,66 @@
-"""The emulator rejects what real NVML rejects, with the same codes (each provoked here)."""
+"""The emulator rejects what real NVML rejects, with the same codes (each provoked here),
+through the real pynvml functions (`fake.pynvml`)."""
 
 from __future__ import annotations
 
+import ctypes
 import time
 
 import pytest
 
 from migplan.operator.nvml import errors
-from migplan.operator.nvml.emulator import FakeNvml, NVMLError
+from migplan.operator.nvml.emulator import BindingMisuse, FakeNvml
+from migplan.operator.nvml.emulator.library import ARGUMENT_VERSION_MISMATCH
 
 
-def nvml(*models: str, mig: bool = True) -> tuple[FakeNvml, object]:
-    fake = FakeNvml(models, mig=mig)
-    fake.nvmlInit()
-    return fake, fake.nvmlDeviceGetHandleByIndex(0)
+class Node:
+    """A FakeNvml and its pynvml, initialised, with GPU 0's handle."""
+
+    def __init__(self, *models: str, mig: bool = True) -> None:
+        self.fake = FakeNvml(models, mig=mig)
+        self.nvml = self.fake.pynvml
+        self.nvml.nvmlInit()
+        self.handle = self.nvml.nvmlDeviceGetHandleByIndex(0)
+
+    def __getattr__(self, name: str):
+        return getattr(self.fake, name)
 
 
-def create(fake, handle, profile_id: int, start: int, size: int):
-    placement = fake.c_nvmlGpuInstancePlacement_t()
+def nvml(*models: str, mig: bool = True) -> tuple[Node, object]:
+    node = Node(*models, mig=mig)
+    return node, node.handle
+
+
+def create(node: Node, handle, profile_id: int, start: int, size: int):
+    placement = node.nvml.c_nvmlGpuInstancePlacement_t()
     placement.start, placement.size = start, size
-    return fake.nvmlDeviceCreateGpuInstanceWithPlacement(handle, profile_id, placement)
+    return node.nvml.nvmlDeviceCreateGpuInstanceWithPlacement(
+        handle, profile_id, ctypes.byref(placement)
+    )
+
+
+def placements(node: Node, handle, profile_id: int) -> list[tuple[int, int]]:
+    """nvml.h's two calls: the count first (no buffer), then a buffer of that size."""
+    count = ctypes.c_uint()
+    node.nvml.nvmlDeviceGetGpuInstancePossiblePlacements(
+        handle, profile_id, None, ctypes.byref(count)
+    )
+    buffer = (node.nvml.c_nvmlGpuInstancePlacement_t * count.value)()
+    node.nvml.nvmlDeviceGetGpuInstancePossiblePlacements(
+        handle, profile_id, buffer, ctypes.byref(count)
+    )
+    return [(p.start, p.size) for p in buffer[: count.value]]
 
 
 def code_of(call) -> int:
-    with pytest.raises(NVMLError) as caught:
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - each node's pynvml has its own
         call()
     return caught.value.value
 
 
 def test_uninitialized() -> None:
     fake = FakeNvml(["A30"])
-    assert code_of(fake.nvmlDeviceGetCount) == errors.UNINITIALIZED
+    assert code_of(fake.pynvml.nvmlDeviceGetCount) == errors.UNINITIALIZED
 
 
 def test_placement_rules_on_h100() -> None:
@@ -64,49 +94,53 @@ def test_occupied_placement_is_insufficient_resources_not_already_exists() -> No
 def test_mig_off_is_not_supported() -> None:
     fake, h = nvml("H100-80GB", mig=False)
     assert code_of(lambda: create(fake, h, 0, 0, 8)) == errors.NOT_SUPPORTED
-    assert code_of(lambda: fake.nvmlDeviceGetGpuInstances(h, 0)) == errors.NOT_SUPPORTED
+    buffer = (fake.nvml.c_nvmlGpuInstance_t * 1)()
+    count = ctypes.c_uint()
+    assert code_of(
+        lambda: fake.nvml.nvmlDeviceGetGpuInstances(h, 0, buffer, ctypes.byref(count))
+    ) == (errors.NOT_SUPPORTED)
 
 
 def test_destroy_with_compute_instance_or_process_is_in_use() -> None:
     fake, h = nvml("H100-80GB")
     gi = create(fake, h, 9, 0, 4)
-    ci = fake.nvmlGpuInstanceCreateComputeInstance(gi, 2)
-    assert code_of(lambda: fake.nvmlGpuInstanceDestroy(gi)) == errors.IN_USE
-    fake.attach_process(0, gi=gi.gi, pid=4242)
-    assert code_of(lambda: fake.nvmlComputeInstanceDestroy(ci)) == errors.IN_USE
+    ci = fake.nvml.nvmlGpuInstanceCreateComputeInstance(gi, 2)
+    assert code_of(lambda: fake.nvml.nvmlGpuInstanceDestroy(gi)) == errors.IN_USE
+    fake.attach_process(0, gi=fake.nvml.nvmlGpuInstanceGetInfo(gi).id, pid=4242)
+    assert code_of(lambda: fake.nvml.nvmlComputeInstanceDestroy(ci)) == errors.IN_USE
     fake.detach_processes(0)
-    fake.nvmlComputeInstanceDestroy(ci)
-    fake.nvmlGpuInstanceDestroy(gi)
+    fake.nvml.nvmlComputeInstanceDestroy(ci)
+    fake.nvml.nvmlGpuInstanceDestroy(gi)
     assert str(fake.layout(0)) == "-"
 
 
 def test_second_full_compute_instance_is_refused() -> None:
     fake, h = nvml("A30")
     gi = create(fake, h, 0, 0, 4)
-    fake.nvmlGpuInstanceCreateComputeInstance(gi, 3)
-    assert code_of(lambda: fake.nvmlGpuInstanceCreateComputeInstance(gi, 3)) == (
+    fake.nvml.nvmlGpuInstanceCreateComputeInstance(gi, 3)
+    assert code_of(lambda: fake.nvml.nvmlGpuInstanceCreateComputeInstance(gi, 3)) == (
         errors.INSUFFICIENT_RESOURCES
     )
 
 
 def test_mig_mode_needs_a_reset_on_ampere_only() -> None:
     fake, a100 = nvml("A100-40GB", mig=False)
-    assert fake.nvmlDeviceSetMigMode(a100, 1) == errors.RESET_REQUIRED
-    assert fake.nvmlDeviceGetMigMode(a100) == [0, 1]
+    assert fake.nvml.nvmlDeviceSetMigMode(a100, 1) == errors.RESET_REQUIRED
+    assert fake.nvml.nvmlDeviceGetMigMode(a100) == [0, 1]
     fake.reset_gpu(0)
-    assert fake.nvmlDeviceGetMigMode(a100) == [1, 1]
+    assert fake.nvml.nvmlDeviceGetMigMode(a100) == [1, 1]
     hopper, h100 = nvml("H100-80GB", mig=False)
-    assert hopper.nvmlDeviceSetMigMode(h100, 1) == errors.SUCCESS
-    assert hopper.nvmlDeviceGetMigMode(h100) == [1, 1]
+    assert hopper.nvml.nvmlDeviceSetMigMode(h100, 1) == errors.SUCCESS
+    assert hopper.nvml.nvmlDeviceGetMigMode(h100) == [1, 1]
 
 
 def test_mode_change_with_instances_or_processes_is_in_use() -> None:
     fake, h = nvml("H100-80GB")
     create(fake, h, 0, 0, 8)
-    assert code_of(lambda: fake.nvmlDeviceSetMigMode(h, 0)) == errors.IN_USE
+    assert code_of(lambda: fake.nvml.nvmlDeviceSetMigMode(h, 0)) == errors.IN_USE
     idle, h2 = nvml("H100-80GB", mig=False)
     idle.attach_process(0, pid=1)
-    assert code_of(lambda: idle.nvmlDeviceSetMigMode(h2, 1)) == errors.IN_USE
+    assert code_of(lambda: idle.nvml.nvmlDeviceSetMigMode(h2, 1)) == errors.IN_USE
 
 
 def test_reset_loses_instances() -> None:
@@ -118,12 +152,7 @@ def test_reset_loses_instances() -> None:
 
 def test_rtx_pro_6000_uses_a_twelve_unit_axis() -> None:
     fake, h = nvml("RTX-PRO-6000")
-    assert [(p.start, p.size) for p in fake.nvmlDeviceGetGpuInstancePossiblePlacements(h, 14)] == [
-        (0, 3),
-        (3, 3),
-        (6, 3),
-        (9, 3),
-    ]
+    assert placements(fake, h, 14) == [(0, 3), (3, 3), (6, 3), (9, 3)]
     create(fake, h, 5, 6, 6)  # 2g.48gb at 6
     assert code_of(lambda: create(fake, h, 14, 9, 3)) == errors.INSUFFICIENT_RESOURCES
 
@@ -134,9 +163,9 @@ def test_injected_error_on_the_nth_call_and_a_hang() -> None:
     create(fake, h, 14, 0, 1)
     assert code_of(lambda: create(fake, h, 14, 1, 1)) == errors.UNKNOWN
     create(fake, h, 14, 1, 1)  # only the 2nd call failed
-    fake.hang("nvmlDeviceGetCount", seconds=0.3)
+    fake.hang("nvmlDeviceGetCount_v2", seconds=0.3)
     started = time.monotonic()
-    fake.nvmlDeviceGetCount()
+    fake.nvml.nvmlDeviceGetCount()
     assert time.monotonic() - started >= 0.3
 
 
@@ -146,3 +175,75 @@ def test_me_all_allows_only_no_media_neighbours_on_rtx_pro_6000() -> None:
     assert code_of(lambda: create(fake, h, 14, 3, 3)) == errors.INSUFFICIENT_RESOURCES  # plain
     create(fake, h, 67, 3, 3)  # 1g.24gb-me is fine
     assert str(fake.layout(0)) == "1g.24gb+me.all@0+1g.24gb-me@3"
+
+
+# ---- what C cannot check, and what pynvml's own code paths need ------------------------------
+
+
+def test_a_buffer_too_small_for_the_instances_fails_the_caller() -> None:
+    fake, h = nvml("H100-80GB")
+    create(fake, h, 19, 0, 1)
+    create(fake, h, 19, 1, 1)
+    small = (fake.nvml.c_nvmlGpuInstance_t * 1)()  # 1g.10gb has 7: nvml.h wants room for 7
+    count = ctypes.c_uint()
+    with pytest.raises(BindingMisuse, match="into a 8-byte buffer"):
+        fake.nvml.nvmlDeviceGetGpuInstances(h, 19, small, ctypes.byref(count))
+
+
+def test_a_struct_passed_by_value_where_nvml_h_wants_a_pointer_is_refused() -> None:
+    fake, h = nvml("H100-80GB")
+    placement = fake.nvml.c_nvmlGpuInstancePlacement_t()
+    placement.start, placement.size = 0, 4
+    with pytest.raises(ctypes.ArgumentError):
+        fake.nvml.nvmlDeviceCreateGpuInstanceWithPlacement(h, 9, placement)
+    assert str(fake.layout(0)) == "-"
+
+
+def test_a_versioned_struct_of_the_wrong_version_is_a_version_mismatch() -> None:
+    fake, h = nvml("H100-80GB")
+    assert fake.nvml.nvmlDeviceGetGpuInstanceProfileInfo(h, 0).sliceCount == 1  # v2 by default
+    v1 = fake.nvml.c_nvmlGpuInstanceProfileInfo_t()
+    function = fake.nvml._nvmlGetFunctionPointer("nvmlDeviceGetGpuInstanceProfileInfoV")
+    assert function(h, 0, ctypes.byref(v1)) == ARGUMENT_VERSION_MISMATCH
+
+
+def test_an_entry_point_the_emulator_lacks_is_function_not_found() -> None:
+    fake, h = nvml("H100-80GB")
+    assert code_of(lambda: fake.nvml.nvmlDeviceGetPowerUsage(h)) == (
+        fake.nvml.NVML_ERROR_FUNCTION_NOT_FOUND
+    )
+
+
+def test_processes_take_two_calls_and_name_their_instance() -> None:
+    fake, h = nvml("H100-80GB")
+    gi = create(fake, h, 9, 4, 4)
+    fake.nvml.nvmlGpuInstanceCreateComputeInstance(gi, 2)
+    fake.attach_process(0, gi=fake.nvml.nvmlGpuInstanceGetInfo(gi).id, pid=31)
+    fake.attach_process(0, gi=fake.nvml.nvmlGpuInstanceGetInfo(gi).id, pid=32)
+    mig = fake.nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, 0)
+    processes = fake.nvml.nvmlDeviceGetComputeRunningProcesses(mig)  # sizes, then fills
+    assert [(p.pid, p.gpuInstanceId, p.computeInstanceId) for p in processes] == [
+        (31, 1, 0),
+        (32, 1, 0),
+    ]
+    assert fake.nvml.nvmlDeviceGetName(mig) == "NVIDIA H100 80GB HBM3 MIG 3g.40gb"
+    assert fake.calls.count("nvmlDeviceGetComputeRunningProcesses_v3") == 2
+
+
+def test_an_error_inside_the_emulator_reaches_the_caller() -> None:
+    fake, h = nvml("H100-80GB")
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("emulator bug")
+
+    fake.library._gpus[0].require_mig = broken  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="emulator bug"):
+        create(fake, h, 9, 4, 4)
+
+
+def test_error_codes_come_back_as_pynvml_classes_with_nvml_text() -> None:
+    fake, h = nvml("H100-80GB")
+    create(fake, h, 0, 0, 8)
+    with pytest.raises(fake.nvml.NVMLError_InsufficientResources) as caught:
+        create(fake, h, 0, 0, 8)
+    assert str(caught.value) == "NVML_ERROR_INSUFFICIENT_RESOURCES"  # via nvmlErrorString
