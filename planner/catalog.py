@@ -114,6 +114,16 @@ class Profile(CamelModel):
         return starts
 
     @model_validator(mode="after")
+    def _hardware_facts_carry_evidence(self) -> Self:
+        for fact in ("multiprocessors", "engines", "p2p"):
+            has_value = getattr(self, fact) is not None
+            has_evidence = getattr(self.evidence, fact) is not None
+            if has_value != has_evidence:
+                which = "evidence" if has_value else "a value"
+                raise ValueError(f"{fact} needs {which} as well (evidence: {{{fact}: ...}})")
+        return self
+
+    @model_validator(mode="after")
     def _name_matches_facts(self) -> Self:
         match = PROFILE_NAME.match(self.name)
         assert match is not None  # the field pattern already checked it
@@ -149,6 +159,13 @@ class Product(CamelModel):
         return self
 
 
+class TotalMemory(CamelModel):
+    """A GPU's total memory as NVML and nvidia-smi report it, with its evidence."""
+
+    mib: Annotated[int, Field(ge=1)]
+    evidence: Evidence
+
+
 class Source(CamelModel):
     """A source the facts in a profile file were read from."""
 
@@ -164,9 +181,8 @@ class GpuModel(CamelModel):
     architecture: Annotated[str, Field(pattern=r"^(ampere|hopper|blackwell)$")]
     compute_slices: Annotated[int, Field(ge=1)]
     memory_slices: Annotated[int, Field(ge=1, description="length of the placement axis")]
-    memory_mib: Annotated[
-        int | None, Field(ge=1, description="the whole GPU's memory as NVML reports it")
-    ] = None
+    memory: TotalMemory | None = None
+    """The whole GPU's memory as NVML reports it (nvidia-smi's memory total)."""
     max_instances: Annotated[int, Field(ge=1)]
     mig_mode_change_needs_reset: bool
     products: Annotated[tuple[Product, ...], Field(min_length=1)]

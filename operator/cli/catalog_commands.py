@@ -11,7 +11,7 @@ from rich.text import Text
 
 from migplan.operator.cli.context import OutputFormat, console, state
 from migplan.operator.cli.pictures import slice_bar_text
-from migplan.planner.catalog import GpuModel
+from migplan.planner.catalog import GpuModel, Profile
 from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.layout import Layout, check_layout
@@ -94,6 +94,11 @@ def _print_profiles(gpu: GpuModel) -> None:
         f"[bold]{gpu.model}[/bold] - {gpu.description}: {gpu.compute_slices} compute slices, "
         f"{gpu.memory_slices} memory slices, at most {gpu.max_instances} instances; "
         f"MIG mode change {'needs' if gpu.mig_mode_change_needs_reset else 'needs no'} GPU reset"
+        + (
+            f"; {gpu.memory.mib} MiB in all ({gpu.memory.evidence.value})"
+            if gpu.memory is not None
+            else ""
+        )
     )
     table = Table(show_lines=False)
     for column in (
@@ -104,10 +109,15 @@ def _print_profiles(gpu: GpuModel) -> None:
         "starts",
         "max",
         "MiB",
+        "SMs",
+        "CE/DEC/ENC/JPG/OFA",
         "media",
         "placements",
+        "SMs, engines",
     ):
-        table.add_column(column, justify="right" if column in ("id", "max", "MiB") else "left")
+        table.add_column(
+            column, justify="right" if column in ("id", "max", "MiB", "SMs") else "left"
+        )
     for p in gpu.profiles:
         table.add_row(
             p.name,
@@ -117,8 +127,11 @@ def _print_profiles(gpu: GpuModel) -> None:
             ",".join(map(str, p.starts)),
             str(p.max_count),
             str(p.memory_mib) if p.memory_mib else "?",
+            str(p.multiprocessors or "?"),
+            _engines(p),
             p.media.value,
             p.evidence.placements.value,
+            p.evidence.multiprocessors.value if p.evidence.multiprocessors else "?",
         )
     out.print(table)
     products = Table(
@@ -134,6 +147,13 @@ def _print_profiles(gpu: GpuModel) -> None:
     out.print(products)
     for note in gpu.notes:
         out.print(f"note: {note}", highlight=False)
+
+
+def _engines(profile: Profile) -> str:
+    e = profile.engines
+    if e is None:
+        return "?"
+    return f"{e.copy_engines}/{e.decoder}/{e.encoder}/{e.jpeg}/{e.ofa}"
 
 
 def _profile_list(text: str | None) -> list[str] | None:

@@ -11,10 +11,11 @@ from rich.text import Text
 
 from migplan.operator.cli.context import OutputFormat, console, state
 from migplan.operator.nvml.adapter import NvmlAdapter
-from migplan.operator.nvml.compare import compare
+from migplan.operator.nvml.compare import Kind, compare, confirmations
 from migplan.planner.errors import MigplanInputError, UnknownModelError
 
 EXIT_MISMATCH = 1
+ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")
 
 
 def _simulated(models: str) -> Any:
@@ -36,14 +37,25 @@ def nvml_info(
             help="Ask the NVML emulator (GPUs of these models) instead of the driver.",
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Also compare memory, SMs, engines, P2P and the GPU's total memory, give the "
+            "edit to profiles/ that fixes each difference, and list the inferred facts NVML "
+            "confirms.",
+        ),
+    ] = False,
     output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.TEXT,
 ) -> None:
     """Show, read-only, what NVML reports on this node and how it compares with profiles/.
 
-    For each GPU: name, UUID, MIG mode (current and pending), every GPU-instance profile with
-    its possible placements, and the instances that exist. Run it first on a new GPU model:
-    differences from profiles/ are listed (exit code 1), so the catalog can be corrected. It
-    never changes MIG mode, instances or any other GPU setting.
+    For each GPU: name, UUID, PCI device ID, MIG mode (current and pending), every GPU-instance
+    profile with its possible placements, SMs and engines, and the instances that exist. Run it
+    first on a new GPU model: differences from profiles/ are listed (exit code 1), so the
+    catalog can be corrected. With --check every fact is compared and each difference comes
+    with its fix; send that output (-o json) with a report. Placements are listed only while
+    MIG mode is on. It never changes MIG mode, instances or any other GPU setting.
     """
     catalog = state(ctx).catalog
     report = []
@@ -54,6 +66,7 @@ def nvml_info(
                 "name": device.name,
                 "uuid": device.uuid,
                 "memoryMiB": device.memory_mib,
+                "pciDeviceId": device.pci_device_id,
                 "migEnabled": device.mig_enabled,
                 "migPending": device.mig_pending,
             }
@@ -72,18 +85,47 @@ def nvml_info(
                     "computeSlices": p.compute_slices,
                     "maxCount": p.max_count,
                     "memoryMiB": p.memory_mib,
+                    "multiprocessors": p.multiprocessors,
+                    "engines": dict(zip(ENGINES, p.engines, strict=True)),
+                    "p2p": p.p2p,
                     "placements": [list(x) for x in p.placements],
                 }
                 for p in profiles
             ]
             if device.mig_enabled:
                 entry["layout"] = str(nvml.layout(device.index, model)[0])
-            entry["differences"] = [str(d) for d in compare(model, profiles)]
+            found = compare(model, profiles, hardware=check, memory_mib=device.memory_mib)
+            entry["differences"] = [str(d) for d in found]
+            if check:
+                entry["check"] = {
+                    "differences": [
+                        {
+                            "profile": d.profile,
+                            "fact": d.fact,
+                            "nvml": d.nvml,
+                            "profiles": d.catalog,
+                            "kind": d.kind.value,
+                            "fix": d.fix,
+                        }
+                        for d in found
+                    ],
+                    "confirmed": [
+                        {"profile": c.profile, "fact": c.fact, "fix": c.fix}
+                        for c in confirmations(model, profiles, memory_mib=device.memory_mib)
+                    ],
+                }
             report.append(entry)
     if output is OutputFormat.JSON:
         typer.echo(json.dumps(report, indent=2))
     else:
         _print(report)
+        if simulate and check:
+            console().print(
+                Text(
+                    "(--simulate: the emulator answers from profiles/ itself, so a check "
+                    "here proves nothing about hardware; run it on a GPU node.)"
+                )
+            )
     if any(e["differences"] for e in report):
         raise typer.Exit(EXIT_MISMATCH)
 
@@ -96,13 +138,24 @@ def _print(report: list[dict[str, Any]]) -> None:
             mode += f" (pending {'on' if e['migPending'] else 'off'}: reset needed)"
         out.print(
             Text(
-                f"GPU {e['index']}: {e['name']}  {e['uuid']}  MIG {mode}  "
+                f"GPU {e['index']}: {e['name']}  {e['uuid']}  PCI {e['pciDeviceId'] or '?'}  "
+                f"MIG {mode}  "
                 f"catalog model {e.get('model') or '?'}",
                 style="bold",
             )
         )
         if e.get("profiles"):
-            table = Table("id", "profile", "compute", "max", "MiB", "placements (start:size)")
+            table = Table(
+                "id",
+                "profile",
+                "compute",
+                "max",
+                "MiB",
+                "SMs",
+                "CE/DEC/ENC/JPG/OFA",
+                "P2P",
+                "placements (start:size)",
+            )
             for p in e["profiles"]:
                 table.add_row(
                     str(p["id"]),
@@ -110,14 +163,48 @@ def _print(report: list[dict[str, Any]]) -> None:
                     str(p["computeSlices"]),
                     str(p["maxCount"]),
                     str(p["memoryMiB"]),
-                    " ".join(f"{s}:{z}" for s, z in p["placements"]),
+                    str(p["multiprocessors"]),
+                    "/".join(str(p["engines"][k]) for k in ENGINES),
+                    "yes" if p["p2p"] else "no",
+                    " ".join(f"{s}:{z}" for s, z in p["placements"]) or "(MIG off)",
                 )
             out.print(table)
         if "layout" in e:
             out.print(f"  instances: {e['layout']}")
-        if e["differences"]:
+        if "check" in e:
+            _print_check(e["check"])
+        elif e["differences"]:
             out.print(Text("  differs from profiles/:", style="bold yellow"))
             for d in e["differences"]:
                 out.print(Text(f"    - {d}"))
         else:
             out.print(Text("  matches profiles/", style="green"))
+    if any("check" in e for e in report):
+        differences = sum(len(e["check"]["differences"]) for e in report if "check" in e)
+        confirmed = sum(len(e["check"]["confirmed"]) for e in report if "check" in e)
+        out.print(
+            Text(
+                f"{differences} difference(s), {confirmed} inferred fact(s) confirmed. Send this "
+                "check to the migplan project: `migplan nvml-info --check -o json > "
+                "nvml-check.json` (read-only; it holds GPU UUIDs, nothing else of the node).",
+                style="bold",
+            )
+        )
+
+
+def _print_check(check: dict[str, Any]) -> None:
+    out = console()
+    if not check["differences"]:
+        out.print(Text("  every fact matches profiles/", style="green"))
+    for d in check["differences"]:
+        label = "planning" if d["kind"] == Kind.PLANNING.value else "hardware"
+        out.print(
+            Text(
+                f"  - [{label}] {d['profile']}: {d['fact']} is {d['nvml']} here, "
+                f"{d['profiles']} in profiles/",
+                style="yellow",
+            )
+        )
+        out.print(Text(f"      fix: {d['fix']}"))
+    for c in check["confirmed"]:
+        out.print(Text(f"  + {c['profile']}: {c['fact']} confirmed ({c['fix']})", style="green"))

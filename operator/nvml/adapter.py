@@ -38,6 +38,8 @@ class GpuDevice:
     memory_mib: int
     mig_enabled: bool
     mig_pending: bool
+    pci_device_id: str = ""
+    """The PCI device ID as profiles/ writes it (`0x2330`), empty when NVML has none."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class NvmlAdapter:
             memory = self._call(
                 "nvmlDeviceGetMemoryInfo", where, self._nvml.nvmlDeviceGetMemoryInfo, handle
             )
+            pci = self._call("nvmlDeviceGetPciInfo", where, self._nvml.nvmlDeviceGetPciInfo, handle)
             try:
                 current, pending = self._call(
                     "nvmlDeviceGetMigMode", where, self._nvml.nvmlDeviceGetMigMode, handle
@@ -145,6 +148,7 @@ class NvmlAdapter:
                     memory_mib=int(memory.total) // (1024 * 1024),
                     mig_enabled=current == self._nvml.NVML_DEVICE_MIG_ENABLE,
                     mig_pending=pending == self._nvml.NVML_DEVICE_MIG_ENABLE,
+                    pci_device_id=_pci_device_id(int(pci.pciDeviceId)),
                 )
             )
         return found
@@ -461,6 +465,12 @@ def opened(nvml: Any = None) -> Iterator[NvmlAdapter]:
     """`with opened() as adapter:` — NVML initialised for the block."""
     with NvmlAdapter(nvml) as adapter:
         yield adapter
+
+
+def _pci_device_id(combined: int) -> str:
+    """nvmlPciInfo_t.pciDeviceId holds the device ID in its upper 16 bits, the vendor below."""
+    device = combined >> 16
+    return f"0x{device:04X}" if device else ""
 
 
 def _text(value: str | bytes) -> str:

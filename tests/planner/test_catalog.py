@@ -94,6 +94,31 @@ def test_every_profile_records_evidence_and_fits_its_gpu(catalog) -> None:
             assert p.compute_slices <= model.compute_slices
 
 
+def test_every_profile_has_its_hardware_facts_and_every_model_its_memory(catalog) -> None:
+    for model in catalog:
+        assert model.memory is not None, model.model
+        assert model.memory.mib >= max(p.memory_mib or 0 for p in model.profiles), model.model
+        for p in model.profiles:
+            assert p.multiprocessors and p.engines is not None and p.p2p is False, p.name
+            assert None not in (p.evidence.multiprocessors, p.evidence.engines, p.evidence.p2p)
+        full = max(model.profiles, key=lambda p: (p.compute_slices, p.multiprocessors or 0))
+        assert all((p.multiprocessors or 0) <= (full.multiprocessors or 0) for p in model.profiles)
+
+
+def test_hardware_facts_read_from_transcripts(catalog) -> None:
+    h100 = catalog.model("H100-80GB")
+    assert h100.memory.mib == 81559
+    assert h100.profile("1g.20gb").multiprocessors == 26  # not linear in compute slices
+    assert str(h100.profile("7g.80gb").engines) == "CE 8, DEC 7, ENC 0, JPEG 7, OFA 1"
+    assert h100.profile("3g.40gb").evidence.multiprocessors is Evidence.READ
+    b200 = catalog.model("B200")
+    assert b200.memory.mib == 183359
+    assert b200.profile("3g.90gb").evidence.multiprocessors is Evidence.INFERRED
+    assert catalog.model("RTX-PRO-6000").profile("1g.24gb+me.all").engines.decoder == 4
+    pcie = next(p for p in h100.products if p.nvml == "NVIDIA H100 PCIe")
+    assert (pcie.pci_device_id, pcie.evidence) == ("0x2331", Evidence.READ)
+
+
 def test_known_facts_from_the_reference(catalog) -> None:
     a100 = catalog.model("A100-40GB")
     assert a100.profile("3g.20gb").starts == (0, 4)
@@ -151,6 +176,10 @@ def test_unknown_profile_names_the_known_ones(catalog) -> None:
             r"profiles\[0\] \(1g\.5GB\)\.name: String should match pattern",
         ),
         (lambda d: d.update(computeSlice=7), r"a100-40gb\.yaml: computeSlice: Extra inputs"),
+        (
+            lambda d: d["profiles"][0]["evidence"].pop("engines"),
+            r"profiles\[0\] \(1g\.5gb\): engines needs evidence as well",
+        ),
         (lambda d: d.pop("memorySlices"), r"a100-40gb\.yaml: memorySlices: Field required"),
         (
             lambda d: d["products"][0].update(gfd="NVIDIA A100"),

@@ -95,7 +95,9 @@ class Gpu:
     def memory_total_mib(self) -> int:
         """The whole GPU's memory as NVML reports it (the largest profile's where
         profiles/ has no total)."""
-        return self.model.memory_mib or max((p.memory_mib or 0) for p in self.model.profiles)
+        if self.model.memory is not None:
+            return self.model.memory.mib
+        return max((p.memory_mib or 0) for p in self.model.profiles)
 
     # ---- MIG mode --------------------------------------------------------------------------
 

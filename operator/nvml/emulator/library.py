@@ -246,6 +246,16 @@ class EmulatedLibrary:
         gpu, mig = self._device_or_mig(device)
         self._text(uuid, length, gpu.uuid if mig is None else self._mig_uuid(gpu, *mig))
 
+    def nvmlDeviceGetPciInfo_v3(self, device: int | None, pci: int | None) -> None:
+        gpu = self._gpu(device)
+        out = self._out(pci, nvml_h.PciInfo)
+        out.domain, out.bus, out.device = 0, 0x10 + gpu.index, 0
+        out.busId = f"00000000:{0x10 + gpu.index:02X}:00.0".encode()
+        out.busIdLegacy = f"0000:{0x10 + gpu.index:02X}:00.0".encode()
+        product = gpu.model.products[0].pci_device_id
+        out.pciDeviceId = (int(product, 16) << 16 | 0x10DE) if product else 0x10DE
+        out.pciSubSystemId = 0
+
     def _memory(self, device: int | None) -> tuple[int, int]:
         """(total, used) bytes of a device or MIG device."""
         gpu, mig = self._device_or_mig(device)

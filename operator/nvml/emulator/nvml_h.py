@@ -25,6 +25,20 @@ def struct_version(struct: type[ctypes.Structure], version: int) -> int:
     return ctypes.sizeof(struct) | (version << 24)
 
 
+class PciInfo(ctypes.Structure):
+    """nvmlPciInfo_t (what nvmlDeviceGetPciInfo_v3 fills)."""
+
+    _fields_ = [
+        ("busIdLegacy", c_char * 16),
+        ("domain", c_uint),
+        ("bus", c_uint),
+        ("device", c_uint),
+        ("pciDeviceId", c_uint),
+        ("pciSubSystemId", c_uint),
+        ("busId", c_char * 32),
+    ]
+
+
 class Memory(ctypes.Structure):
     """nvmlMemory_t (v1)."""
 
@@ -163,6 +177,7 @@ PROTOTYPES: dict[str, tuple[Any, ...]] = {
     "nvmlDeviceGetHandleByIndex_v2": (c_int, U, P),
     "nvmlDeviceGetName": (c_int, P, P, U),
     "nvmlDeviceGetUUID": (c_int, P, P, U),
+    "nvmlDeviceGetPciInfo_v3": (c_int, P, P),
     "nvmlDeviceGetMemoryInfo": (c_int, P, P),
     "nvmlDeviceGetMemoryInfo_v2": (c_int, P, P),
     "nvmlDeviceGetMigMode": (c_int, P, P, P),

@@ -49,3 +49,62 @@ def test_text_output_and_unknown_model_exit_codes(capsys) -> None:
     assert "matches profiles/" in capsys.readouterr().out
     assert run(["nvml-info", "--simulate", "V100"]) == 2
     assert "unknown GPU model 'V100'" in capsys.readouterr().err
+
+
+def _check(hardware, capsys, monkeypatch) -> tuple[int, dict]:
+    monkeypatch.setattr(nvml_info, "_simulated", lambda models: FakeNvml([hardware], mig=True))
+    code = run(["nvml-info", "--simulate", "H200-141GB", "--check", "-o", "json"])
+    [entry] = json.loads(capsys.readouterr().out)
+    return code, entry["check"]
+
+
+def test_check_gives_each_hardware_difference_with_its_fix(catalog, capsys, monkeypatch) -> None:
+    real = catalog.model("H200-141GB")
+    profiles = tuple(
+        p.model_copy(update={"multiprocessors": 62}) if p.name == "3g.71gb" else p
+        for p in real.profiles
+    )
+    memory = real.memory.model_copy(update={"mib": 143000})
+    hardware = real.model_copy(update={"profiles": profiles, "memory": memory})
+    code, check = _check(hardware, capsys, monkeypatch)
+    assert code == 1
+    assert {
+        (d["profile"], d["fact"], d["nvml"], d["profiles"], d["kind"]) for d in check["differences"]
+    } == {
+        ("3g.71gb", "SMs", "62", "60", "hardware"),
+        ("GPU", "memory MiB", "143000", "143771", "hardware"),
+    }
+    fixes = {d["fix"] for d in check["differences"]}
+    sm_fix = (
+        "in profiles/h200-141gb.yaml, 3g.71gb: set multiprocessors: 62 "
+        "(evidence multiprocessors: read)"
+    )
+    assert sm_fix in fixes
+    assert "in profiles/h200-141gb.yaml set memory: {mib: 143000, evidence: read}" in fixes
+
+
+def test_check_lists_the_inferred_facts_nvml_confirms(catalog, capsys, monkeypatch) -> None:
+    code, check = _check(catalog.model("H200-141GB"), capsys, monkeypatch)
+    assert code == 0
+    assert check["differences"] == []
+    confirmed = {(c["profile"], c["fact"]) for c in check["confirmed"]}
+    # H200 placements are inferred from H100 in profiles/; its IDs and counts are read
+    assert ("3g.71gb", "placements") in confirmed
+    assert not [c for c in confirmed if c[1] in ("id", "maxCount")]
+
+
+def test_without_check_hardware_facts_do_not_count(catalog, capsys, monkeypatch) -> None:
+    real = catalog.model("H200-141GB")
+    profiles = tuple(p.model_copy(update={"multiprocessors": 1}) for p in real.profiles)
+    hardware = real.model_copy(update={"profiles": profiles})
+    monkeypatch.setattr(nvml_info, "_simulated", lambda models: FakeNvml([hardware], mig=True))
+    assert run(["nvml-info", "--simulate", "H200-141GB"]) == 0
+    assert "matches profiles/" in capsys.readouterr().out
+
+
+def test_placements_are_not_compared_while_mig_is_off(catalog) -> None:
+    fake = FakeNvml(["H100-80GB"], mig=False)
+    with NvmlAdapter(fake.pynvml) as nvml:
+        reported = nvml.profiles(0)
+    assert all(p.placements == () for p in reported)
+    assert compare(catalog.model("H100-80GB"), reported) == []

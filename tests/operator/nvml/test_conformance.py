@@ -94,6 +94,7 @@ def test_the_emulator_implements_every_entry_point_the_adapter_reaches() -> None
 
 
 STRUCTS = [
+    (nvml_h.PciInfo, "nvmlPciInfo_t"),
     (nvml_h.Memory, "c_nvmlMemory_t"),
     (nvml_h.MemoryV2, "c_nvmlMemory_v2_t"),
     (nvml_h.GpuInstancePlacement, "c_nvmlGpuInstancePlacement_t"),
