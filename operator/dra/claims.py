@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from migplan.operator.dra.cel import Device, Quantity, selects_all
-from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice
+from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice, capacities
 from migplan.planner.catalog import Catalog, GpuModel
 from migplan.planner.demand import profile_order
 from migplan.planner.errors import UnknownModelError
@@ -25,7 +25,6 @@ from migplan.planner.layout import Instance
 
 PER_DEVICE = frozenset({"uuid", "parentUUID", "pcieBusID", "index", "minor", "pcieRoot"})
 """Attributes that name one device, not what a device of that model and profile is."""
-MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -132,8 +131,8 @@ def candidates(
                     for k, v in real.device.capacity.get(real.device.driver, {}).items()
                     if not k.startswith("memorySlice")
                 }
-            if profile.memory_mib and "memory" not in capacity:
-                capacity["memory"] = Quantity.parse(str(profile.memory_mib * MIB))
+            for name, value in capacities(profile).items():
+                capacity.setdefault(name, Quantity.parse(str(value)))
             per_profile[profile.name] = Device(
                 driver=DRIVER,
                 attributes={DRIVER: {**shared, "type": "mig", "profile": profile.name}},

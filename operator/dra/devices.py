@@ -1,15 +1,20 @@
 """MIG devices as NVIDIA's DRA driver publishes them in ResourceSlices (resource.k8s.io/v1).
 
-The driver (`gpu.nvidia.com`) publishes per node one pool of devices:
+The driver (`gpu.nvidia.com`) publishes per node one pool of devices (operator/sim/dra_slices.py
+has both formats in full):
 - a full GPU `gpu-<minor>` (attributes `type: gpu`, `uuid`, `productName`, versions, ...);
-- a static MIG device, one per existing instance: `gpu-<minor>-mig-<profile id>-<start>-<size>`
-  (`type: mig`, `uuid`, `parentUUID`, `profile`; capacity `memory`, `memorySlice<i>` ...);
-- with DynamicMIG, one device per possible slot instead: `gpu-<minor>-mig-<profile without
-  dots>-<profile id>-<start>`, consuming the GPU's shared counters; a slot exists as an
-  instance only while a claim holds it.
+- a static MIG device, one per existing instance, with a `uuid` attribute: since v25.12.0
+  `gpu-<minor>-mig-<profile, dots removed, RFC 1123>-<profile id>-<start>`, before that
+  `gpu-<minor>-mig-<profile id>-<start>-<size>`;
+- with DynamicMIG, one device per possible slot instead, named like a current static device
+  but without `uuid`, consuming the GPU's shared counters; a slot exists as an instance only
+  while a claim holds it.
 
-Attribute names without a domain belong to the driver's domain, as in Kubernetes' CEL
-environment. Everything here works on the API's plain dictionaries.
+A static device and a slot are told apart by the `uuid` attribute, never by the name, and a
+device's placement is read from the memory slices it covers (`memorySlice<i>` capacities of a
+static device, `memory-slice-<i>` counters of a slot) before the name. Attribute names without
+a domain belong to the driver's domain, as in Kubernetes' CEL environment. Everything here
+works on the API's plain dictionaries.
 """
 
 from __future__ import annotations
@@ -21,14 +26,17 @@ from enum import StrEnum
 from typing import Any
 
 from migplan.operator.dra.cel import Device, Quantity, SemVer
+from migplan.planner.catalog import Profile
 from migplan.planner.layout import Instance
 
 DRIVER = "gpu.nvidia.com"
-STATIC_MIG = re.compile(r"^gpu-(\d+)-mig-(\d+)-(\d+)-(\d+)$")
-"""minor, profile id, start, size."""
-SLOT_MIG = re.compile(r"^gpu-(\d+)-mig-([a-z0-9-]+)-(\d+)-(\d+)$")
-"""minor, profile name without dots, profile id, start."""
+MIG_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")
+"""minor, profile (dots removed, RFC 1123), profile id, start: since v25.12.0."""
+LEGACY_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-(\d+)-(\d+)-(\d+)$")
+"""minor, profile id, start, size: static devices before v25.12.0."""
 FULL_GPU = re.compile(r"^gpu-(\d+)$")
+MEMORY_SLICE_CAPACITY = re.compile(r"^memorySlice(\d+)$")
+MEMORY_SLICE_COUNTER = re.compile(r"^memory-slice-(\d+)$")
 
 
 class DeviceKind(StrEnum):
@@ -109,17 +117,88 @@ Facts = tuple[DeviceKind, int | None, str | None, Instance | None]
 """kind, GPU minor, uuid, instance."""
 
 
+CAPACITIES = (
+    "multiprocessors",
+    "copyEngines",
+    "decoders",
+    "encoders",
+    "jpegEngines",
+    "ofaEngines",
+    "memory",
+)
+"""A MIG device's capacities in the current format (the driver's CommonCapacitiesMig)."""
+MIB = 2**20
+
+
+def profile_memory(profile: Profile) -> int:
+    """A profile's memory in bytes (from its name where profiles/ has no MiB figure)."""
+    if profile.memory_mib:
+        return profile.memory_mib * MIB
+    return int(profile.name.split("g.")[1].split("gb")[0]) * 1024 * MIB
+
+
+def capacities(profile: Profile) -> dict[str, int]:
+    """What NVML's profile info says of a MIG device, as the driver publishes it."""
+    engines = profile.engines
+    return {
+        "multiprocessors": profile.multiprocessors or 0,
+        "copyEngines": engines.copy_engines if engines else 0,
+        "decoders": engines.decoder if engines else 0,
+        "encoders": engines.encoder if engines else 0,
+        "jpegEngines": engines.jpeg if engines else 0,
+        "ofaEngines": engines.ofa if engines else 0,
+        "memory": profile_memory(profile),
+    }
+
+
+def rfc1123(name: str) -> str:
+    """The driver's `toRFC1123Compliant`: lower case, other characters as dashes."""
+    name = re.sub(r"[^a-z0-9-.]", "-", name.lower()).strip("-")
+    return name.removesuffix(".")
+
+
+def _covered_slices(raw: Mapping[str, Any]) -> list[int]:
+    """The memory slices a device covers, from its capacities or the counters it consumes."""
+    found = [
+        int(m.group(1))
+        for name in raw.get("capacity") or {}
+        if (m := MEMORY_SLICE_CAPACITY.match(name))
+    ]
+    for consumption in raw.get("consumesCounters") or []:
+        found += [
+            int(m.group(1))
+            for name in consumption.get("counters") or {}
+            if (m := MEMORY_SLICE_COUNTER.match(name))
+        ]
+    return sorted(set(found))
+
+
+def _start(raw: Mapping[str, Any], name: str, profile: str) -> int | None:
+    """Where a MIG device starts: the first memory slice it covers, else what its name says."""
+    covered = _covered_slices(raw)
+    if covered:
+        return covered[0]
+    if (match := MIG_NAME.match(name)) and match.group(2) == rfc1123(profile.replace(".", "")):
+        return int(match.group(4))
+    if match := LEGACY_MIG_NAME.match(name):
+        return int(match.group(3))
+    return None
+
+
 def _classify(raw: Mapping[str, Any], device: Device) -> Facts:
-    """What an NVIDIA device is, from its name and attributes."""
+    """What an NVIDIA device is, from its attributes, the memory slices it covers and name."""
     name = str(raw.get("name", ""))
     attrs = device.attributes.get(device.driver, {})
     kind, uuid, profile = attrs.get("type"), attrs.get("uuid"), attrs.get("profile")
-    if (match := STATIC_MIG.match(name)) and kind == "mig" and profile:
-        minor, _, start, _ = map(int, match.groups())
-        return (DeviceKind.MIG, minor, uuid, Instance.parse(f"{profile}@{start}"))
-    if (match := SLOT_MIG.match(name)) and kind == "mig" and profile:
-        instance = Instance.parse(f"{profile}@{int(match.group(4))}")
-        return (DeviceKind.SLOT, int(match.group(1)), None, instance)
+    minor = re.match(r"^gpu-(\d+)(?:-|$)", name)
+    if kind == "mig" and isinstance(profile, str) and minor:
+        start = _start(raw, name, profile)
+        if start is None:
+            return (DeviceKind.OTHER, None, None, None)
+        instance = Instance.parse(f"{profile}@{start}")
+        if uuid:
+            return (DeviceKind.MIG, int(minor.group(1)), str(uuid), instance)
+        return (DeviceKind.SLOT, int(minor.group(1)), None, instance)
     if (match := FULL_GPU.match(name)) and kind == "gpu":
         return (DeviceKind.GPU, int(match.group(1)), uuid, None)
     return (DeviceKind.OTHER, None, None, None)

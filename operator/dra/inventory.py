@@ -98,26 +98,36 @@ def with_held(nodes: Sequence[NodeInfo], held: Sequence[Held]) -> list[NodeInfo]
     return result
 
 
+def _dynamic_gpus(state: DraState, skipped: set[str]) -> dict[tuple[str, int], SliceDevice]:
+    """Per (node, minor), a device that describes a DynamicMIG GPU: its full-GPU device, or
+    where the driver publishes none (Ampere with MIG on) one of its slots."""
+    dynamic = {d.node for d in state.devices if d.kind is DeviceKind.SLOT} - skipped
+    found: dict[tuple[str, int], SliceDevice] = {}
+    for d in state.devices:
+        if d.node not in dynamic or d.minor is None:
+            continue
+        if d.kind is DeviceKind.GPU or (
+            d.kind is DeviceKind.SLOT and (d.node, d.minor) not in found
+        ):
+            found[(d.node, d.minor)] = d
+    return found
+
+
 def nodes_from_slices(
     state: DraState, *, labels: Mapping[str, Mapping[str, str]], skip: Iterable[str]
 ) -> list[NodeInfo]:
-    """GPU nodes described by DynamicMIG slices alone (no agent report): each full-GPU
-    device is a GPU, the slots claims hold are its instances."""
-    skipped = set(skip)
+    """GPU nodes described by DynamicMIG slices alone (no agent report): each GPU (its
+    full-GPU device, or its slots' parent) with the slots claims hold as its instances."""
     held = state.held()
     gpus: dict[str, list[GpuInfo]] = {}
-    for d in state.devices:
-        if d.kind is not DeviceKind.GPU or d.node in skipped or d.minor is None:
-            continue
-        if not any(o.node == d.node and o.kind is DeviceKind.SLOT for o in state.devices):
-            continue  # static devices: the node's agent reports it
-        mine = [h for h in held if h.node == d.node and h.gpu_minor == d.minor]
+    for (node, minor), d in sorted(_dynamic_gpus(state, set(skip)).items()):
+        mine = [h for h in held if h.node == node and h.gpu_minor == minor]
         layout = Layout.of([h.instance for h in mine])
-        gpus.setdefault(d.node, []).append(
+        gpus.setdefault(node, []).append(
             GpuInfo(
-                index=d.minor,
+                index=minor,
                 model=str(d.attribute("productName") or ""),
-                uuid=d.uuid,
+                uuid=d.uuid if d.kind is DeviceKind.GPU else d.parent_uuid,
                 layout=str(layout),
                 in_use={str(h.instance): h.pod for h in mine},
             )

@@ -1,5 +1,7 @@
-"""DRA on the real control plane: the API server takes NVIDIA-shaped ResourceSlices, the real
-scheduler allocates claims from them, and migplan reads held instances and pending claims."""
+"""DRA on the real control plane: the API server takes NVIDIA-shaped ResourceSlices (the
+driver's current format: per-GPU slices with counter sets, MIG names with the profile; and
+the format before v25.12.0), the real scheduler allocates claims from them, and migplan reads
+held instances and pending claims from both."""
 
 from __future__ import annotations
 
@@ -15,14 +17,15 @@ from waiting import wait_for
 from migplan.operator.cli.app import run
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.kube import client as kube
-from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
+from migplan.operator.sim.dra_slices import Format, PublishedGpu, resource_slices
 from migplan.planner.catalog import default_catalog
-from migplan.planner.layout import Instance
+from migplan.planner.layout import Layout
 
 pytestmark = pytest.mark.cluster
 
 CATALOG = default_catalog()
 H100 = CATALOG.model("H100-80GB")
+A100 = CATALOG.model("A100-40GB")
 NS = "dra"
 
 
@@ -40,25 +43,56 @@ def dra_nodes(crds):
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
         MIG_CLASS,
         gpu_node("dra-static", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": NS}),
-        gpu_node("dra-dynamic", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": NS}),
+        gpu_node(
+            "dra-dynamic", product="NVIDIA-H100-80GB-HBM3", gpus=2, labels={"migplan.io/pool": NS}
+        ),
+        gpu_node("dra-legacy", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": NS}),
+        gpu_node("dra-ampere", product="NVIDIA-A100-SXM4-40GB", labels={"migplan.io/pool": NS}),
     )
-    report_partition(cp, "dra-static", layout="1g.10gb@0+3g.40gb@4")
-    static = PublishedGpu(
-        minor=0,
-        uuid="GPU-static-0",
-        model=H100,
-        instances=[
-            (Instance.parse("1g.10gb@0"), "MIG-s0"),
-            (Instance.parse("3g.40gb@4"), "MIG-s1"),
-        ],
-    )
-    dynamic = PublishedGpu(minor=0, uuid="GPU-dynamic-0", model=H100)
+    layouts = {"dra-static": "1g.10gb@0+3g.40gb@4", "dra-legacy": "4g.40gb@0+2g.20gb@4"}
+    static = {}
+    for node, layout in layouts.items():
+        report_partition(cp, node, layout=layout)
+        instances = Layout.parse(layout).instances
+        static[node] = PublishedGpu(
+            minor=0,
+            uuid=f"GPU-{node}-0",
+            model=H100,
+            instances=[(i, f"MIG-{node}-{n}") for n, i in enumerate(instances)],
+        )
+    dynamic = [PublishedGpu(minor=m, uuid=f"GPU-dynamic-{m}", model=H100) for m in (0, 1)]
+    ampere = PublishedGpu(minor=0, uuid="GPU-ampere-0", model=A100, mig_enabled=True)
     apply(
         cp,
-        *resource_slices("dra-static", [static], mode="static"),
-        *resource_slices("dra-dynamic", [dynamic], mode="dynamic"),
+        *resource_slices("dra-static", [static["dra-static"]], mode="static"),
+        *resource_slices("dra-dynamic", dynamic, mode="dynamic"),
+        *resource_slices("dra-legacy", [static["dra-legacy"]], mode="static", form=Format.LEGACY),
+        *resource_slices("dra-ampere", [ampere], mode="dynamic"),
     )
     return cp
+
+
+def test_the_api_server_takes_per_gpu_slices_with_counter_sets(dra_nodes) -> None:
+    found = json.loads(
+        dra_nodes.kubectl(
+            "get", "resourceslices", "--field-selector", "spec.nodeName=dra-dynamic", "-o", "json"
+        ).stdout
+    )["items"]
+    assert len(found) == 3  # the counter sets, then one slice per GPU
+    counters = [s for s in found if s["spec"].get("sharedCounters")]
+    assert [c["name"] for c in counters[0]["spec"]["sharedCounters"]] == [
+        "gpu-0-counter-set",
+        "gpu-1-counter-set",
+    ]
+    assert all(s["spec"]["pool"]["resourceSliceCount"] == 3 for s in found)
+    slot = next(
+        d
+        for s in found
+        for d in s["spec"].get("devices") or []
+        if d["name"] == "gpu-1-mig-3g40gb-9-4"
+    )
+    assert slot["capacity"]["multiprocessors"]["value"] == "60"
+    assert "uuid" not in slot["attributes"]
 
 
 def test_the_scheduler_allocates_nvidia_shaped_devices_and_migplan_sees_the_holders(
@@ -69,27 +103,34 @@ def test_the_scheduler_allocates_nvidia_shaped_devices_and_migplan_sees_the_hold
         cp,
         *claimed_pod("static-user", "3g.40gb", node="dra-static"),
         *claimed_pod("slot-user", "3g.40gb", node="dra-dynamic"),
+        *claimed_pod("legacy-user", "4g.40gb", node="dra-legacy"),
+        *claimed_pod("ampere-user", "3g.20gb", node="dra-ampere"),
         *claimed_pod("waiting", "2g.20gb", node="dra-static"),
     )
-    for name in ("static-user", "slot-user"):
+    for name in ("static-user", "slot-user", "legacy-user", "ampere-user"):
         wait_for(lambda n=name: pod_phase(cp, n, namespace=NS) == "Running", f"{name} to run")
     wait_for(lambda: unschedulable(cp, "waiting", namespace=NS), "the 2g claim to find nothing")
 
     snapshot = read_inventory(kube.connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
     nodes = {n.name: n for n in snapshot.inventory.nodes}
     assert nodes["dra-static"].gpus[0].in_use == {"3g.40gb@4": f"{NS}/static-user"}
-    (slot_gpu,) = nodes["dra-dynamic"].gpus
-    assert slot_gpu.uuid == "GPU-dynamic-0"
+    assert nodes["dra-legacy"].gpus[0].in_use == {"4g.40gb@0": f"{NS}/legacy-user"}
+    dynamic = nodes["dra-dynamic"].gpus
+    assert [g.uuid for g in dynamic] == ["GPU-dynamic-0", "GPU-dynamic-1"]
+    (slot_gpu,) = [g for g in dynamic if g.in_use]
     ((instance, holder),) = slot_gpu.in_use.items()
     assert instance.startswith("3g.40gb@")
     assert holder == f"{NS}/slot-user"
     assert slot_gpu.layout == instance
+    (ampere,) = nodes["dra-ampere"].gpus  # no full-GPU device: read from its slots
+    assert ampere.uuid == "GPU-ampere-0"
+    ((instance, holder),) = ampere.in_use.items()
+    assert (instance.split("@")[0], holder) == ("3g.20gb", f"{NS}/ampere-user")
     pending = {p.name: p for p in snapshot.inventory.pending_pods if p.namespace == NS}
     assert [(c.claim, c.count, c.profiles) for c in pending["waiting"].claims] == [
         ("waiting", 1, ("2g.20gb",))
     ]
-    assert "static-user" not in pending
-    assert "slot-user" not in pending
+    assert not {"static-user", "slot-user", "legacy-user", "ampere-user"} & set(pending)
 
 
 def test_live_inventory_and_preview_on_a_dra_cluster(dra_nodes, tmp_path, capsys) -> None:

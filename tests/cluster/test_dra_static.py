@@ -61,7 +61,7 @@ def test_static_mode_lays_out_and_the_dra_plugin_republishes(crds, operator_kube
         apply(cp, *claimed_pod("busy", "3g.40gb"))
         wait_for(lambda: phase(cp, "busy") == "Running", "the 3g claim's pod to run")
         before = published(cp)
-        assert set(before) == {"gpu-0-mig-19-0-1", "gpu-0-mig-9-4-4"}
+        assert set(before) == {"gpu-0-mig-1g10gb-19-0", "gpu-0-mig-3g40gb-9-4"}
         apply(cp, *claimed_pod("waiting", "2g.20gb"))
         wait_for(
             lambda: unschedulable(cp, "waiting", namespace=NS), "the 2g claim to find no device"
@@ -78,8 +78,8 @@ def test_static_mode_lays_out_and_the_dra_plugin_republishes(crds, operator_kube
         assert record["step"] == "Done", record
         after = published(cp)
         # The held 3g instance is the same MIG device; the 2g is new.
-        assert after["gpu-0-mig-9-4-4"] == before["gpu-0-mig-9-4-4"]
-        assert any(name.startswith("gpu-0-mig-14-") for name in after)
+        assert after["gpu-0-mig-3g40gb-9-4"] == before["gpu-0-mig-3g40gb-9-4"]
+        assert any(name.startswith("gpu-0-mig-2g20gb-14-") for name in after)
         assert phase(cp, "busy") == "Running"
         assert fleet.dra.publications.count(f"{NS}-a") >= 2  # published again after the change
         print(f"static: pending -> Running {waited:.1f} s (operator start and planning included)")

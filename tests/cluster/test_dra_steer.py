@@ -21,7 +21,7 @@ from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, plan_status
 from waiting import wait_for
 
-from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
+from migplan.operator.sim.dra_slices import PublishedGpu, mig_name, resource_slices
 from migplan.planner.catalog import default_catalog
 
 pytestmark = pytest.mark.cluster
@@ -106,10 +106,7 @@ def test_steer_mode_keeps_the_scheduler_on_the_plan(crds, operator_kubeconfig) -
         # 4g + 3g fill one GPU: every other slot of both GPUs is tainted.
         assert len(rules(cp)) == 2 * SLOTS_PER_GPU - 2
         untainted = {
-            f"gpu-{g.minor}-mig-{p.name.replace('.', '').replace('+', '-')}-{p.id}-{s}"
-            for g in gpus
-            for p in H100.profiles
-            for s in p.starts
+            mig_name(g.minor, p, s) for g in gpus for p in H100.profiles for s in p.starts
         } - {r["spec"]["deviceSelector"]["device"] for r in rules(cp)}
         assert len(untainted) == 2
 

@@ -99,7 +99,9 @@ def test_every_profile_has_its_hardware_facts_and_every_model_its_memory(catalog
         assert model.memory is not None, model.model
         assert model.memory.mib >= max(p.memory_mib or 0 for p in model.profiles), model.model
         for p in model.profiles:
-            assert p.multiprocessors and p.engines is not None and p.p2p is False, p.name
+            assert p.multiprocessors, p.name
+            assert p.engines is not None, p.name
+            assert p.p2p is False, p.name
             assert None not in (p.evidence.multiprocessors, p.evidence.engines, p.evidence.p2p)
         full = max(model.profiles, key=lambda p: (p.compute_slices, p.multiprocessors or 0))
         assert all((p.multiprocessors or 0) <= (full.multiprocessors or 0) for p in model.profiles)

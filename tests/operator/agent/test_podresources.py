@@ -107,7 +107,7 @@ def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
     container = response.pod_resources.add(name="infer", namespace="ml").containers.add(name="c")
     claim = container.dynamic_resources.add(claim_name="infer-gpu", claim_namespace="ml")
     claim.claim_resources.add(
-        driver_name="gpu.nvidia.com", pool_name="node-1", device_name="gpu-0-mig-9-4-4"
+        driver_name="gpu.nvidia.com", pool_name="node-1", device_name="gpu-0-mig-3g40gb-9-4"
     )
     claim.claim_resources.add(driver_name="other.example.com", pool_name="p", device_name="d")
     server, socket = serve(tmp_path, response)

@@ -17,7 +17,7 @@ from migplan.operator.dra.inventory import (
     nodes_from_slices,
     with_held,
 )
-from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
+from migplan.operator.sim.dra_slices import Format, PublishedGpu, resource_slices
 from migplan.planner.catalog import default_catalog
 from migplan.planner.inventory import GpuInfo, NodeInfo
 from migplan.planner.layout import Instance
@@ -49,19 +49,19 @@ SMALL_MIG = {
 }
 
 
-def static_node() -> list[dict]:
+def static_node(form: Format = Format.CURRENT) -> list[dict]:
     gpu = PublishedGpu(
         minor=0,
         uuid="GPU-0",
         model=H100,
         instances=[(Instance.parse("3g.40gb@4"), "MIG-a"), (Instance.parse("1g.10gb@0"), "MIG-b")],
     )
-    return resource_slices("node-a", [gpu], mode="static")
+    return resource_slices("node-a", [gpu], mode="static", form=form)
 
 
-def dynamic_node() -> list[dict]:
+def dynamic_node(form: Format = Format.CURRENT) -> list[dict]:
     return resource_slices(
-        "node-d", [PublishedGpu(minor=0, uuid="GPU-d0", model=H100)], mode="dynamic"
+        "node-d", [PublishedGpu(minor=0, uuid="GPU-d0", model=H100)], mode="dynamic", form=form
     )
 
 
@@ -128,12 +128,13 @@ H100_NODE = NodeInfo(
 )
 
 
-def test_devices_are_told_apart_by_name_and_attributes() -> None:
-    found = slice_devices(static_node() + dynamic_node())
+@pytest.mark.parametrize("form", list(Format))
+def test_devices_are_told_apart_by_attributes_in_both_formats(form: Format) -> None:
+    found = slice_devices(static_node(form) + dynamic_node(form))
     static = [d for d in found if d.node == "node-a"]
-    assert sorted((d.kind, str(d.instance)) for d in static) == [
-        (DeviceKind.MIG, "1g.10gb@0"),
-        (DeviceKind.MIG, "3g.40gb@4"),
+    assert sorted((d.kind, str(d.instance), d.uuid) for d in static) == [
+        (DeviceKind.MIG, "1g.10gb@0", "MIG-b"),
+        (DeviceKind.MIG, "3g.40gb@4", "MIG-a"),
     ]
     assert {d.parent_uuid for d in static} == {"GPU-0"}
     dynamic = [d for d in found if d.node == "node-d"]
@@ -150,11 +151,62 @@ def test_an_older_pool_generation_is_ignored() -> None:
     assert {d.kind for d in slice_devices(old + new)} == {DeviceKind.MIG}
 
 
-def test_instances_claims_hold_are_in_use_by_their_pods() -> None:
-    held = claim("train", [exactly()], allocated=[("node-a", "gpu-0-mig-9-4-4")], pods=["trainer"])
-    unreserved = claim("later", [exactly()], allocated=[("node-a", "gpu-0-mig-19-0-1")])
-    (node,) = with_held([H100_NODE], state(claims=[held, unreserved]).held())
+@pytest.mark.parametrize(
+    ("form", "big", "small"),
+    [
+        (Format.CURRENT, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-0"),
+        (Format.LEGACY, "gpu-0-mig-9-4-4", "gpu-0-mig-19-0-1"),
+    ],
+)
+def test_instances_claims_hold_are_in_use_by_their_pods(form, big: str, small: str) -> None:
+    held = claim("train", [exactly()], allocated=[("node-a", big)], pods=["trainer"])
+    unreserved = claim("later", [exactly()], allocated=[("node-a", small)])
+    slices = static_node(form) + dynamic_node(form)
+    (node,) = with_held([H100_NODE], state(claims=[held, unreserved], slices=slices).held())
     assert node.gpus[0].in_use == {"3g.40gb@4": "ml/trainer", "1g.10gb@0": "ml/later"}
+
+
+def test_the_current_static_name_is_the_slot_name_and_only_uuid_tells_them_apart() -> None:
+    static = next(d for d in slice_devices(static_node()) if str(d.instance) == "3g.40gb@4")
+    slot = next(
+        d
+        for d in slice_devices(dynamic_node())
+        if d.kind is DeviceKind.SLOT and d.name == static.name
+    )
+    assert (static.kind, slot.kind, str(slot.instance)) == (
+        DeviceKind.MIG,
+        DeviceKind.SLOT,
+        "3g.40gb@4",
+    )
+
+
+def test_placement_comes_from_the_memory_slices_not_a_misleading_name() -> None:
+    slices = static_node()
+    device = next(d for d in slices[0]["spec"]["devices"] if d["name"].endswith("-9-4"))
+    device["name"] = "gpu-0-mig-3g40gb-9-0"  # a name that disagrees with its slices 4-7
+    found = {d.name: str(d.instance) for d in slice_devices(slices)}
+    assert found["gpu-0-mig-3g40gb-9-0"] == "3g.40gb@4"
+
+
+def test_an_ampere_gpu_with_dynamic_mig_publishes_slots_or_the_gpu_by_mig_mode() -> None:
+    a100 = CATALOG.model("A100-40GB")
+    on = resource_slices("n", [PublishedGpu(0, "GPU-on", a100, mig_enabled=True)], mode="dynamic")
+    kinds = {d.kind for d in slice_devices(on)}
+    assert kinds == {DeviceKind.SLOT}
+    off = resource_slices(
+        "n", [PublishedGpu(0, "GPU-off", a100, mig_enabled=False)], mode="dynamic"
+    )
+    assert {d.kind for d in slice_devices(off)} == {DeviceKind.GPU}
+    assert all("sharedCounters" not in s["spec"] or not s["spec"]["sharedCounters"] for s in off)
+
+
+def test_a_dynamic_mig_ampere_node_without_a_full_gpu_device_is_still_read() -> None:
+    a100 = CATALOG.model("A100-40GB")
+    slices = resource_slices("node-d", [PublishedGpu(0, "GPU-a0", a100)], mode="dynamic")
+    held = claim("train", [exactly()], allocated=[("node-d", "gpu-0-mig-3g20gb-9-4")], pods=["t"])
+    (node,) = nodes_from_slices(state(claims=[held], slices=slices), labels={}, skip=[])
+    (gpu,) = node.gpus
+    assert (gpu.model, gpu.uuid, gpu.layout) == ("NVIDIA A100-SXM4-40GB", "GPU-a0", "3g.20gb@4")
 
 
 def test_a_dynamic_mig_node_is_read_from_its_slices() -> None:
@@ -186,6 +238,13 @@ def requests_of(p, s, *, extended=None):
             exactly("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('30Gi')) >= 0"),
             ("3g.40gb", "4g.40gb", "7g.80gb"),
         ),
+        (  # SMs and engines as the current driver publishes them (profiles/ has them)
+            exactly(
+                "device.capacity['gpu.nvidia.com'].multiprocessors.compareTo(quantity('30')) > 0"
+                " && device.capacity['gpu.nvidia.com'].ofaEngines.compareTo(quantity('0')) == 0"
+            ),
+            ("2g.20gb", "3g.40gb", "4g.40gb"),  # 1g.20gb has 26 SMs, 7g.80gb an OFA
+        ),
         (
             {
                 "name": "gpu",
@@ -211,7 +270,7 @@ def test_a_pending_claim_asks_for_the_profiles_its_selectors_accept(request_, pr
 def test_claims_not_for_mig_allocated_or_all_are_no_demand() -> None:
     claims = [
         claim("whole", [exactly(cls="gpu.nvidia.com")]),
-        claim("done", [exactly()], allocated=[("node-a", "gpu-0-mig-9-4-4")], pods=["p"]),
+        claim("done", [exactly()], allocated=[("node-a", "gpu-0-mig-3g40gb-9-4")], pods=["p"]),
         claim(
             "all",
             [
