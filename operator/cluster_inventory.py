@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
 
 from migplan.operator.dra.claims import ClaimReader
 from migplan.operator.dra.inventory import (
@@ -28,6 +29,7 @@ from migplan.operator.dra.inventory import (
 )
 from migplan.operator.kube import client as kube
 from migplan.operator.kueue.workloads import migplan_checks, pending_workloads
+from migplan.operator.skipped import Skipped, guarded, why_invalid
 from migplan.planner.catalog import Catalog, default_catalog
 from migplan.planner.inventory import (
     GpuInfo,
@@ -52,7 +54,9 @@ class ClusterSnapshot:
     """Labels of the nodes left out, so a plan can tell which of them it covers."""
     notes: tuple[str, ...] = ()
     """What could not be read as demand, and why (a claim's class missing, selectors that
-    fail on every profile)."""
+    fail on every profile, objects skipped)."""
+    skipped: tuple[Skipped, ...] = ()
+    """Objects left out of the pass because they break the planner's bounds."""
 
     def left_out_of(self, selector: LabelSelector) -> dict[str, str]:
         """The left-out nodes that `selector` picks, with why."""
@@ -64,6 +68,7 @@ class ClusterSnapshot:
 
 
 def _gpus(partition: dict[str, Any] | None) -> tuple[GpuInfo, ...] | None:
+    """The GPUs an agent reported; raises ValidationError on a report out of bounds."""
     status = (partition or {}).get("status") or {}
     if not status.get("gpus"):
         return None
@@ -136,7 +141,7 @@ def _read_dra(api: Any) -> tuple[DraState | None, str | None]:
 
 
 def _read_workloads(
-    api: Any, *, dra: DraState | None, reader: ClaimReader | None
+    api: Any, *, dra: DraState | None, reader: ClaimReader | None, skipped: list[Skipped]
 ) -> list[PendingWorkload]:
     """Kueue's Workloads waiting for admission; none where Kueue is not installed."""
     if not kube.kueue_served(api):
@@ -155,6 +160,7 @@ def _read_workloads(
         checks=migplan_checks(kube.list_kueue(api, plural="admissionchecks")),
         local_queues=queues,
         template_claims=template_claims,
+        skipped=skipped,
     )
 
 
@@ -165,10 +171,17 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
     partitions = {p["metadata"]["name"]: p for p in kube.list_node_partitions(api)}
     dra, unreadable = _read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
+    skipped: list[Skipped] = []
     for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
         name = node.metadata.name
         labels = dict(node.metadata.labels or {})
-        gpus = _gpus(partitions.get(name))
+        try:
+            gpus = _gpus(partitions.get(name))
+        except (ValidationError, KeyError, TypeError, ValueError) as exc:
+            why = why_invalid(exc) if isinstance(exc, ValidationError) else type(exc).__name__
+            left_out[name] = f"its agent's report is not valid ({why})"
+            left_out_labels[name] = labels
+            continue
         if gpus is None:
             left_out[name] = "its agent has not reported the GPUs (no NodePartition status)"
             left_out_labels[name] = labels
@@ -188,32 +201,51 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
     for pod in kube.pending_pods(api):
         if not _unschedulable(pod):
             continue
-        extended = _extended_requests(pod)
-        wanted = {k: v for k, v in extended.items() if is_mig_resource(k)}
-        claims = (
-            claim_requests(pod, state=dra, reader=reader, extended=extended)
-            if dra is not None and reader is not None
-            else []
+        found = guarded(
+            partial(_pending_pod, pod, dra=dra, reader=reader),
+            skipped=skipped,
+            api_version="v1",
+            kind="Pod",
+            namespace=pod.metadata.namespace,
+            name=pod.metadata.name,
+            uid=pod.metadata.uid,
         )
-        if wanted or claims:
-            pending.append(
-                PendingPod(
-                    namespace=pod.metadata.namespace,
-                    name=pod.metadata.name,
-                    requests=wanted,
-                    claims=tuple(claims),
-                    labels=dict(pod.metadata.labels or {}),
-                )
-            )
+        if found is not None:
+            pending.append(found)
     inventory = Inventory(
         namespaces=kube.namespace_labels(api),
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
-        workloads=tuple(_read_workloads(api, dra=dra, reader=reader)),
+        workloads=tuple(_read_workloads(api, dra=dra, reader=reader, skipped=skipped)),
     )
+    notes = list(dra.notes) if dra is not None else ([unreadable] if unreadable else [])
     return ClusterSnapshot(
         inventory=inventory,
         left_out=left_out,
         left_out_labels=left_out_labels,
-        notes=tuple(dra.notes) if dra is not None else ((unreadable,) if unreadable else ()),
+        notes=(*(s.note() for s in skipped), *notes),
+        skipped=tuple(skipped),
+    )
+
+
+def _pending_pod(
+    pod: Any, *, dra: DraState | None, reader: ClaimReader | None
+) -> PendingPod | None:
+    """What a pending pod asks for (None: nothing MIG); raises ValidationError when the pod
+    breaks the planner's bounds."""
+    extended = _extended_requests(pod)
+    wanted = {k: v for k, v in extended.items() if is_mig_resource(k)}
+    claims = (
+        claim_requests(pod, state=dra, reader=reader, extended=extended)
+        if dra is not None and reader is not None
+        else []
+    )
+    if not wanted and not claims:
+        return None
+    return PendingPod(
+        namespace=pod.metadata.namespace,
+        name=pod.metadata.name,
+        requests=wanted,
+        claims=tuple(claims),
+        labels=dict(pod.metadata.labels or {}),
     )

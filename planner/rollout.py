@@ -50,6 +50,11 @@ class NodeRollout(CamelModel):
     before: tuple[GpuTarget, ...] = Field(description="layouts the plan started from")
     gpus: tuple[GpuTarget, ...] = Field(description="the node's target, every GPU")
     evict: tuple[str, ...] = Field(default=(), description="pods to evict (namespace/name)")
+    evict_uids: dict[str, str] = Field(
+        default_factory=dict,
+        description="UID of each pod to evict, read on this node when its rollout began; only "
+        "that pod on this node is ever evicted",
+    )
     disruptive: bool = Field(description="destroys an instance or evicts a pod: needs the window")
     benefit: int = Field(default=0, description="instances created for demanded profiles")
     since: str | None = Field(default=None, description="when the current step began")

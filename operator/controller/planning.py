@@ -24,6 +24,7 @@ from migplan.operator.preflight.checks import (
 )
 from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
+from migplan.operator.skipped import Skipped
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import GpuState, Inventory
@@ -42,6 +43,8 @@ class PlanningResult:
     status: dict[str, Any]
     summary: str
     plan: Plan
+    skipped: tuple[Skipped, ...] = ()
+    """Objects the pass left out (each gets a Warning event)."""
 
 
 def check_dra_mode(manifest: GPUPartitionPlan, *, api: Any) -> None:
@@ -180,7 +183,7 @@ def plan_status(
         f"{s.nodes_touched} nodes change, {s.evictions} pods to evict "
         f"({plan.solver.status})"
     )
-    return PlanningResult(status=status, summary=summary, plan=plan)
+    return PlanningResult(status=status, summary=summary, plan=plan, skipped=snapshot.skipped)
 
 
 def _kueue_records(

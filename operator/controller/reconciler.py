@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.conditions import condition, merge_conditions
 from migplan.operator.controller import metrics, mig_manager
@@ -35,6 +36,7 @@ from migplan.operator.kueue.checks import (
     update_checks,
     waiting_for,
 )
+from migplan.operator.skipped import Skipped
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.plan import Plan
@@ -94,6 +96,8 @@ class PlanController:
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _kueue: tuple[float, bool] | None = None
     """(monotonic time asked, answer) of the last `kueue_served` discovery call."""
+    _warned: set[tuple[str | None, str]] = field(default_factory=set)
+    """Skipped objects already told so with an event: (uid, why)."""
 
     def kueue_served(self) -> bool:
         """Whether Kueue's API is installed, asked at most once a minute (every tick of every
@@ -102,6 +106,26 @@ class PlanController:
         if self._kueue is None or now - self._kueue[0] >= KUEUE_RECHECK_SECONDS:
             self._kueue = (now, kube.kueue_served(self.api))
         return self._kueue[1]
+
+    def _warn_skipped(self, skipped: Sequence[Skipped]) -> None:
+        """A Warning event on each object a pass left out, once per object and reason (the
+        plan's status lists them every pass)."""
+        for s in skipped:
+            key = (s.uid or s.where, s.why)
+            with self._guard:
+                if key in self._warned:
+                    continue
+                self._warned.add(key)
+            try:
+                kube.create_event(
+                    self.api,
+                    obj=s.body(),
+                    kind="Warning",
+                    reason="MigplanSkipped",
+                    message=f"migplan does not plan for this {s.kind}: {s.why}",
+                )
+            except ApiException as exc:  # the note on the plan still says it
+                log.warning("event not posted", object=s.where, status=exc.status)
 
     def _lock(self, name: str) -> threading.Lock:
         with self._guard:
@@ -212,6 +236,7 @@ class PlanController:
             metrics.set_phase(name, "Invalid")
             return
         metrics.PLANNER_SECONDS.observe(time.monotonic() - started)
+        self._warn_skipped(result.skipped)
         new = result.status
         new["conditions"] = merge_conditions(
             status.get("conditions") or [],

@@ -5,7 +5,10 @@ record), so an operator killed at any point re-takes the recorded step when it c
 Every step is safe to take twice: cordoning marks the node with an annotation in the same
 write (so only a node migplan cordoned is ever uncordoned by it), eviction skips pods that
 are gone or already terminating, the NodePartition write is idempotent, and verification
-only reads.
+only reads. Eviction takes only the pod the plan named, where it named it: the UID of each
+is read on the node when its rollout begins and the Eviction API is asked with that UID as
+a precondition; a pod that moved or was made again under the same name is never evicted
+(the node is rolled back and planned again).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import Any
 
 import structlog
@@ -47,6 +51,16 @@ def _crash_point(when: str, step: NodeStep) -> None:
     if os.environ.get(CRASH_AT) == f"{when}:{step.value}":
         log.warning("crashing on purpose", at=f"{when}:{step.value}")
         os._exit(17)
+
+
+class _Eviction(Enum):
+    """What asking to evict one planned pod came to."""
+
+    GONE = "gone"
+    REPLACED = "replaced"
+    """Not the pod the rollout began with (another UID, or on another node): not evicted."""
+    TERMINATING = "terminating"
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True)
@@ -204,9 +218,36 @@ class NodeStepper:
                 f"{mig_manager.CONFIG_LABEL}={AGENT_OWNED}, so a mig-manager "
                 "(re)start cannot rebuild the GPUs migplan's agent lays out",
             )
+        if record.evict:
+            uids, elsewhere = self._pods_to_evict(record)
+            if elsewhere:
+                return self._next(
+                    record.model_copy(update={"stale": True}),
+                    NodeStep.ROLLED_BACK,
+                    "pods the plan would evict are no longer on the node ("
+                    + "; ".join(elsewhere)
+                    + "): nobody evicted, left as it is; planned again after this rollout",
+                )
+            record = record.model_copy(update={"evict_uids": uids})
         if record.disruptive:
             return self._next(record, NodeStep.CORDONING, "cordoning")
         return self._next(record, NodeStep.PARTITIONING, "only free slices change: no cordon")
+
+    def _pods_to_evict(self, record: NodeRollout) -> tuple[dict[str, str], list[str]]:
+        """The UID of each pod the plan evicts that still runs on the node, and those that
+        now run elsewhere (a same-named pod on another node is never the one to evict)."""
+        uids: dict[str, str] = {}
+        elsewhere = []
+        for pod in record.evict:
+            namespace, name = pod.split("/", 1)
+            found = kube.get_pod(self.api, namespace=namespace, name=name)
+            if found is None:
+                continue
+            if found.spec.node_name != record.node:
+                elsewhere.append(f"{pod} is on {found.spec.node_name or 'no node'}")
+                continue
+            uids[pod] = str(found.metadata.uid)
+        return uids, elsewhere
 
     def _cordon(self, record: NodeRollout) -> NodeRollout:
         node = kube.get_node(self.api, name=record.node)
@@ -248,31 +289,23 @@ class NodeStepper:
                 f"({', '.join(unexpected)}); they are not evicted; planned again after this "
                 "rollout",
             )
-        refused, terminating = [], []
+        refused, terminating, replaced = [], [], []
         for pod in record.evict:
-            namespace, name = pod.split("/", 1)
-            found = kube.get_pod(self.api, namespace=namespace, name=name)
-            if found is None:
-                continue
-            if found.metadata.deletion_timestamp is not None:
+            outcome, refusal = self._evict_one(record, pod)
+            if outcome is _Eviction.REPLACED:
+                replaced.append(pod)
+            elif outcome is _Eviction.TERMINATING:
                 terminating.append(pod)
-                continue
-            last = self._refusals.get(pod)
-            if last is not None and time.monotonic() < last.retry_at:
-                refused.append(f"{pod}: {last.reason} (retrying)")
-                continue
-            refusal = kube.evict_pod(self.api, namespace=namespace, name=name)
-            if refusal is None:
-                metrics.EVICTIONS.inc()
-                log.info("evicted", plan=self.plan, node=record.node, pod=pod)
-                self.events("Normal", "Evicted", f"{pod} evicted from {record.node}")
-                terminating.append(pod)
-            else:
-                metrics.EVICTIONS_REFUSED.inc()
-                tries = (last.tries if last else 0) + 1
-                backoff = min(2.0 * 2**tries, 60.0)
-                self._refusals[pod] = _Refusal(refusal, tries, time.monotonic() + backoff)
+            elif outcome is _Eviction.REFUSED:
                 refused.append(f"{pod}: {refusal}")
+        if replaced:
+            return self._next(
+                record.model_copy(update={"stale": True}),
+                NodeStep.ROLLING_BACK,
+                "pods the plan named were replaced or moved since the rollout began ("
+                + ", ".join(replaced)
+                + "): they are not evicted; planned again after this rollout",
+            )
         if not refused and not terminating:
             return self._next(record, NodeStep.PARTITIONING, "drained")
         if self._in_step(record) > self.drain_timeout:
@@ -288,6 +321,38 @@ class NodeStepper:
         if message != record.message:
             return self._next(record, NodeStep.EVICTING, message)
         return None
+
+    def _evict_one(self, record: NodeRollout, pod: str) -> tuple[_Eviction, str | None]:
+        """Evict one planned pod if it is still the pod the rollout began with, on this node;
+        what happened, and why a refusal was (PodDisruptionBudgets, with back-off)."""
+        namespace, name = pod.split("/", 1)
+        found = kube.get_pod(self.api, namespace=namespace, name=name)
+        if found is None:
+            return _Eviction.GONE, None
+        uid = record.evict_uids.get(pod)
+        if found.spec.node_name != record.node or (uid and found.metadata.uid != uid):
+            return _Eviction.REPLACED, None
+        if found.metadata.deletion_timestamp is not None:
+            return _Eviction.TERMINATING, None
+        last = self._refusals.get(pod)
+        if last is not None and time.monotonic() < last.retry_at:
+            return _Eviction.REFUSED, f"{last.reason} (retrying)"
+        try:
+            refusal = kube.evict_pod(
+                self.api, namespace=namespace, name=name, uid=str(found.metadata.uid)
+            )
+        except kube.PodReplacedError:
+            return _Eviction.REPLACED, None
+        if refusal is None:
+            metrics.EVICTIONS.inc()
+            log.info("evicted", plan=self.plan, node=record.node, pod=pod)
+            self.events("Normal", "Evicted", f"{pod} evicted from {record.node}")
+            return _Eviction.TERMINATING, None
+        metrics.EVICTIONS_REFUSED.inc()
+        tries = (last.tries if last else 0) + 1
+        backoff = min(2.0 * 2**tries, 60.0)
+        self._refusals[pod] = _Refusal(refusal, tries, time.monotonic() + backoff)
+        return _Eviction.REFUSED, refusal
 
     def _steer(self, record: NodeRollout) -> NodeRollout:
         """Taint the node's slots outside its target layouts (untainting those inside)."""

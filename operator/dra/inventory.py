@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from migplan.operator.dra.claims import (
     ClaimReader,
     ClassInfo,
@@ -26,6 +28,7 @@ from migplan.operator.dra.claims import (
     pod_claims,
 )
 from migplan.operator.dra.devices import DeviceKind, SliceDevice, slice_devices
+from migplan.operator.skipped import why_invalid
 from migplan.planner.catalog import Catalog
 from migplan.planner.errors import UnknownModelError
 from migplan.planner.inventory import ClaimRequest, GpuInfo, NodeInfo
@@ -122,16 +125,19 @@ def nodes_from_slices(
     gpus: dict[str, list[GpuInfo]] = {}
     for (node, minor), d in sorted(_dynamic_gpus(state, set(skip)).items()):
         mine = [h for h in held if h.node == node and h.gpu_minor == minor]
-        layout = Layout.of([h.instance for h in mine])
-        gpus.setdefault(node, []).append(
-            GpuInfo(
+        try:
+            gpu = GpuInfo(
                 index=minor,
                 model=str(d.attribute("productName") or ""),
                 uuid=d.uuid if d.kind is DeviceKind.GPU else d.parent_uuid,
-                layout=str(layout),
+                layout=str(Layout.of([h.instance for h in mine])),
                 in_use={str(h.instance): h.pod for h in mine},
             )
-        )
+        except (ValidationError, ValueError) as exc:
+            why = why_invalid(exc) if isinstance(exc, ValidationError) else str(exc)
+            state.notes.append(f"node {node} GPU {minor} (DRA) skipped: {why}")
+            continue
+        gpus.setdefault(node, []).append(gpu)
     return [
         NodeInfo(
             name=node,

@@ -557,18 +557,31 @@ def get_pod(api: client.ApiClient, *, namespace: str, name: str) -> Any | None:
         raise
 
 
-def evict_pod(api: client.ApiClient, *, namespace: str, name: str) -> str | None:
-    """Ask the Eviction API to evict the pod (it honours PodDisruptionBudgets).
+class PodReplacedError(Exception):
+    """The pod an eviction named by UID is not that pod any more (deleted and made again)."""
+
+
+def evict_pod(
+    api: client.ApiClient, *, namespace: str, name: str, uid: str | None = None
+) -> str | None:
+    """Ask the Eviction API to evict the pod (it honours PodDisruptionBudgets); with `uid`,
+    only if the pod of that name is still that pod (a precondition the API server checks).
 
     Returns None when the eviction was accepted or the pod is already gone, else why it
-    was refused (a 429 while a disruption budget forbids it: try again later).
+    was refused (a 429 while a disruption budget forbids it: try again later). Raises
+    PodReplacedError when the UID precondition fails.
     """
-    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+    options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
+    body = client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace), delete_options=options
+    )
     try:
         client.CoreV1Api(api).create_namespaced_pod_eviction(name, namespace, body)
     except ApiException as exc:
         if exc.status == 404:
             return None
+        if exc.status == 409 and uid:
+            raise PodReplacedError(f"{namespace}/{name}") from None
         if exc.status == 429:
             try:
                 return str(json.loads(exc.body or "{}")["message"])

@@ -10,8 +10,10 @@ check names the GPUPartitionPlan to reshape), or ahead of admission when a plan'
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
+from migplan.operator.skipped import Skipped, guarded
 from migplan.planner.inventory import ClaimRequest, PendingWorkload, WorkloadPodSet
 from migplan.planner.resources import is_mig_resource
 
@@ -73,12 +75,14 @@ def pending_workloads(
     checks: Mapping[str, str],
     local_queues: Mapping[tuple[str, str], str],
     template_claims: TemplateClaims | None = None,
+    skipped: list[Skipped] | None = None,
 ) -> list[PendingWorkload]:
     """The Workloads not admitted yet, active and not finished, with what their pods need.
 
     `checks` are migplan's AdmissionChecks (`migplan_checks`), `local_queues` maps
     (namespace, LocalQueue) to its ClusterQueue; `template_claims` reads DRA claim templates
-    a pod set references (None where the cluster serves no DRA).
+    a pod set references (None where the cluster serves no DRA). A Workload that breaks the
+    planner's bounds is left out and recorded in `skipped`.
     """
     found = []
     for workload in workloads:
@@ -87,38 +91,66 @@ def pending_workloads(
             continue
         if _condition(workload, "Finished"):
             continue
-        namespace = str(meta["namespace"])
-        admission = (workload.get("status") or {}).get("admission") or {}
-        queue = admission.get("clusterQueue") or local_queues.get(
-            (namespace, str(spec.get("queueName", ""))), ""
+        read = guarded(
+            partial(
+                _pending,
+                workload,
+                checks=checks,
+                local_queues=local_queues,
+                template_claims=template_claims,
+            ),
+            skipped=skipped if skipped is not None else [],
+            api_version=str(workload.get("apiVersion", "kueue.x-k8s.io/v1beta1")),
+            kind="Workload",
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=meta.get("uid"),
         )
-        check = waiting_check(workload, checks)
-        pod_sets = []
-        for pod_set in spec.get("podSets") or []:
-            template = pod_set.get("template") or {}
-            claims: list[ClaimRequest] = []
-            if template_claims is not None:
-                where = f"workload {namespace}/{meta['name']} pod set {pod_set.get('name')}"
-                claims = template_claims(namespace, template.get("spec") or {}, where)
-            requests = _requests(template)
-            if requests or claims:
-                pod_sets.append(
-                    WorkloadPodSet(
-                        name=str(pod_set.get("name", "main")),
-                        count=int(pod_set.get("count", 1)),
-                        requests=requests,
-                        claims=tuple(claims),
-                    )
-                )
-        if pod_sets:
-            found.append(
-                PendingWorkload(
-                    namespace=namespace,
-                    name=str(meta["name"]),
-                    cluster_queue=str(queue),
-                    quota_reserved=_condition(workload, "QuotaReserved"),
-                    check_plan=checks.get(check, "") if check else "",
-                    pod_sets=tuple(pod_sets),
+        if read is not None:
+            found.append(read)
+    return sorted(found, key=lambda w: (w.namespace, w.name))
+
+
+def _pending(
+    workload: Mapping[str, Any],
+    *,
+    checks: Mapping[str, str],
+    local_queues: Mapping[tuple[str, str], str],
+    template_claims: TemplateClaims | None,
+) -> PendingWorkload | None:
+    """What one Workload's pods will need (None: nothing MIG); raises ValidationError when
+    it breaks the planner's bounds."""
+    meta, spec = workload["metadata"], workload.get("spec") or {}
+    namespace = str(meta["namespace"])
+    admission = (workload.get("status") or {}).get("admission") or {}
+    queue = admission.get("clusterQueue") or local_queues.get(
+        (namespace, str(spec.get("queueName", ""))), ""
+    )
+    check = waiting_check(workload, checks)
+    pod_sets = []
+    for pod_set in spec.get("podSets") or []:
+        template = pod_set.get("template") or {}
+        claims: list[ClaimRequest] = []
+        if template_claims is not None:
+            where = f"workload {namespace}/{meta['name']} pod set {pod_set.get('name')}"
+            claims = template_claims(namespace, template.get("spec") or {}, where)
+        requests = _requests(template)
+        if requests or claims:
+            pod_sets.append(
+                WorkloadPodSet(
+                    name=str(pod_set.get("name", "main")),
+                    count=int(pod_set.get("count", 1)),
+                    requests=requests,
+                    claims=tuple(claims),
                 )
             )
-    return sorted(found, key=lambda w: (w.namespace, w.name))
+    if not pod_sets:
+        return None
+    return PendingWorkload(
+        namespace=namespace,
+        name=str(meta["name"]),
+        cluster_queue=str(queue),
+        quota_reserved=_condition(workload, "QuotaReserved"),
+        check_plan=checks.get(check, "") if check else "",
+        pod_sets=tuple(pod_sets),
+    )

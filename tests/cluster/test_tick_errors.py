@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from nodes import gpu_node, mig_pod
+from waiting import wait_for
 
 from migplan.operator.controller.reconciler import TICK_FAILED, PlanController
 from migplan.operator.kube import client as kube
@@ -62,3 +64,70 @@ def test_a_failing_tick_sets_a_condition_and_one_event_then_clears(crds) -> None
         assert _tick_failed(cp)["status"] == "False"
     finally:
         cp.kubectl("delete", "gpp", "tick-errors", "--wait=false", check=False)
+
+
+def scheduling_message(cp, namespace: str, name: str) -> str:
+    found = json.loads(cp.kubectl("get", "pod", "-n", namespace, name, "-o", "json").stdout)
+    conditions = found["status"].get("conditions") or []
+    return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
+
+
+def test_one_tenants_pod_out_of_bounds_is_skipped_not_every_plan(crds) -> None:
+    # A pod asking for 1025 instances used to fail every tick of every plan (a ValidationError
+    # in the inventory reader): now it is left out with a note and a Warning event on it.
+    cp = crds
+    ns = "tenant-bounds"
+    cp.kubectl("create", "namespace", ns, check=False)
+    # No node has 1025 instances: the scheduler turns it away for MIG, so it is demand.
+    hostile = mig_pod("greedy", profile="1g.10gb", count=1025, namespace=ns)
+    node = gpu_node("tenant-bounds-node", product="NVIDIA-H100-80GB-HBM3")
+    plan = {**PLAN, "metadata": {"name": "tenant-bounds"}}
+    plan["spec"] = {
+        **PLAN["spec"],
+        "demand": {"fromPendingPods": {"namespaceSelector": {}}},
+    }
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": [node, hostile, plan]}),
+    )
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    events: list[tuple[str, str, str]] = []
+    controller = PlanController(
+        api=api,
+        catalog=default_catalog(),
+        events=lambda body, kind, reason, message: events.append((kind, reason, message)),
+    )
+    try:
+        wait_for(
+            lambda: "Insufficient nvidia.com/mig-1g.10gb" in scheduling_message(cp, ns, "greedy"),
+            "the scheduler to turn the greedy pod away for its MIG request",
+        )
+        for _ in range(2):
+            controller.spec_changed("tenant-bounds")
+        doc = json.loads(cp.kubectl("get", "gpp", "tenant-bounds", "-o", "json").stdout)
+        status = doc["status"]
+        assert status["phase"] == "Planned", status
+        note = f"Pod {ns}/greedy skipped: requests.nvidia.com/mig-1g.10gb: Input should be"
+        notes = status["plan"]["demandNotes"]
+        assert any(n.startswith(note) for n in notes), notes
+        assert not [e for e in events if e[1] == "Invalid"]
+        warned = json.loads(
+            cp.kubectl(
+                "get",
+                "events",
+                "-n",
+                ns,
+                "--field-selector",
+                "involvedObject.name=greedy,reason=MigplanSkipped",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        assert len(warned) == 1  # two passes, one event
+        assert "1024" in warned[0]["message"]
+    finally:
+        cp.kubectl("delete", "gpp", "tenant-bounds", "--wait=false", check=False)
+        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        cp.kubectl("delete", "node", "tenant-bounds-node", "--wait=false", check=False)

@@ -108,3 +108,18 @@ def test_dra_claim_templates_of_a_pod_set_are_read() -> None:
     )
     assert found.pod_sets[0].claims[0].profiles == ("1g.10gb", "2g.20gb")
     assert asked == [("ml", "workload ml/w pod set main")]
+
+
+def test_a_workload_out_of_bounds_is_skipped_and_the_others_are_read() -> None:
+    skipped: list = []
+    found = pending_workloads(
+        [workload("huge", count=1025), workload("fine", count=2)],
+        checks={},
+        local_queues={("ml", "team"): "gpu-cq"},
+        skipped=skipped,
+    )
+    assert [w.name for w in found] == ["fine"]
+    (s,) = skipped
+    assert (s.kind, s.namespace, s.name) == ("Workload", "ml", "huge")
+    assert s.why == "count: Input should be less than or equal to 1024"
+    assert s.note() == f"Workload ml/huge skipped: {s.why}"
