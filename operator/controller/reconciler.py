@@ -49,7 +49,13 @@ from migplan.planner.rollout import (
 )
 from migplan.planner.schedule import is_due, next_run, parse_timestamp, timestamp, window_state
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan, duration_seconds
+from migplan.planner.spec import (
+    Actuator,
+    DraMode,
+    GPUPartitionPlan,
+    PlanSpec,
+    duration_seconds,
+)
 
 log = structlog.get_logger("migplan.operator")
 
@@ -287,8 +293,9 @@ class PlanController:
         old = (status.get("rollout") or {}).get("nodes") or {}
         nodes: dict[str, Any] = dict.fromkeys(old)
         nodes.update({r.node: r.model_dump(mode="json", by_alias=True) for r in records})
+        spec = manifest.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
         return {
-            "rollout": {"inputHash": plan.input_hash, "nodes": nodes},
+            "rollout": {"inputHash": plan.input_hash, "nodes": nodes, "spec": spec},
             "progress": f"0/{len(records)}",
             "phase": "Ready" if not records else "Pending",
         }
@@ -402,6 +409,8 @@ class PlanController:
                 return  # not planned yet: the spec handler does that
             manifest = self._manifest(body)
             if manifest is None:
+                if rollout_in_progress(status):
+                    self._finish_in_hand(body)
                 return
             now = self.clock()
             if status.get("phase") in ("Conflict", "Suspended"):
@@ -443,20 +452,7 @@ class PlanController:
         update["windowOpen"] = window.open
         update["nextWindow"] = timestamp(window.next_start)
         records = _records(status)
-        stepper = NodeStepper(
-            api=self.api,
-            plan=name,
-            plan_generation=_generation(body),
-            drain_timeout=duration_seconds(spec.rollout.drain_timeout),
-            agent_timeout=self.agent_timeout,
-            events=lambda kind, reason, message: self.events(body, kind, reason, message),
-            clock=self.clock,
-            actuator=spec.actuator or self.default_actuator,
-            mig_config_map=self.mig_config_map,
-            gpu_operator=self.gpu_operator,
-            mig_config_propagation=self.mig_config_propagation,
-            dra_mode=spec.dra.mode if spec.dra else None,
-        )
+        stepper = self._stepper(body, spec)
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:
                 records[record.node] = stepper.advance(record)
@@ -517,6 +513,46 @@ class PlanController:
                 update["replanPending"] = "stale"
                 update["staleReplans"] = tries + 1
         self._write_if_changed(body, update)
+
+    def _stepper(self, body: dict[str, Any], spec: PlanSpec) -> NodeStepper:
+        return NodeStepper(
+            api=self.api,
+            plan=body["metadata"]["name"],
+            plan_generation=_generation(body),
+            drain_timeout=duration_seconds(spec.rollout.drain_timeout),
+            agent_timeout=self.agent_timeout,
+            events=lambda kind, reason, message: self.events(body, kind, reason, message),
+            clock=self.clock,
+            actuator=spec.actuator or self.default_actuator,
+            mig_config_map=self.mig_config_map,
+            gpu_operator=self.gpu_operator,
+            mig_config_propagation=self.mig_config_propagation,
+            dra_mode=spec.dra.mode if spec.dra else None,
+        )
+
+    def _finish_in_hand(self, body: dict[str, Any]) -> None:
+        """The spec was edited into one the planner rejects mid-rollout: the nodes already in
+        hand go on under the spec their rollout began with (drain timeout, rollback,
+        uncordon by their own rules); no node is started and the phase stays Invalid."""
+        status = body.get("status") or {}
+        stepper = self._stepper(body, self._rollout_spec(body))
+        for record in sorted(_records(status).values(), key=lambda r: r.order):
+            if record.in_progress:
+                stepper.advance(record)
+
+    def _rollout_spec(self, body: dict[str, Any]) -> PlanSpec:
+        """The spec the running rollout began under (recorded with it), else the defaults."""
+        recorded = ((body.get("status") or {}).get("rollout") or {}).get("spec")
+        for spec in (recorded, {"nodeSelector": {}, "dryRun": True}):
+            if not isinstance(spec, dict):
+                continue
+            document = {**body, "spec": spec, "status": {}}
+            try:
+                manifest = parse_model(GPUPartitionPlan, document, source="recorded spec")
+            except MigplanInputError:
+                continue
+            return manifest.with_default_actuator(self.default_actuator).spec
+        raise AssertionError("the default spec always parses")
 
     def _clear_tick_failure(self, name: str) -> None:
         body = kube.get_plan(self.api, name=name)

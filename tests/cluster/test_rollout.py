@@ -424,3 +424,49 @@ def test_a_plan_deleted_while_the_operator_is_away_leaves_no_node_cordoned(
         assert CORDONED_BY not in node["metadata"].get("annotations", {})
     finally:
         fleet.stop()
+
+
+def test_a_spec_edited_into_an_invalid_one_mid_drain_still_rolls_the_node_back(
+    crds, operator_kubeconfig
+) -> None:
+    # The CRD takes window.start "0 0 30 2 *" (February 30th never comes); the planner does
+    # not. The node being drained must still time out, be rolled back and uncordoned.
+    cp = crds
+    fleet = build_pool(cp, "inv", {"inv-a": "1g.10gb@0", "inv-b": "1g.10gb@6"})
+    try:
+        start_guarded(cp, "inv")
+        guarded_uids = sorted(uids(cp, "inv", "guarded").values())
+        add_pending(cp, "inv", 3)
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            plan = make_plan("inv", "inv", window=ALWAYS_OPEN)
+            plan["spec"]["rollout"]["drainTimeout"] = "20s"
+            apply(cp, plan)
+            draining = wait_for(lambda: node_in_step(cp, "inv", "Evicting"), "a node to drain")
+            assert node_obj(cp, draining)["spec"].get("unschedulable")
+            cp.kubectl(
+                "patch",
+                "gpp",
+                "inv",
+                "--type=merge",
+                "-p",
+                json.dumps({"spec": {"window": {"start": "0 0 30 2 *"}}}),
+            )
+            wait_for(lambda: plan_status(cp, "inv").get("phase") == "Invalid", "Invalid")
+            record = wait_for(
+                lambda: (
+                    (r := plan_status(cp, "inv")["rollout"]["nodes"][draining])["step"]
+                    == "RolledBack"
+                    and r
+                ),
+                "the drained node to time out and roll back under the spec it began with",
+                timeout=90,
+            )
+            assert plan_status(cp, "inv")["phase"] == "Invalid"
+        assert "drain timed out" in record["message"]
+        node = node_obj(cp, draining)
+        assert not node["spec"].get("unschedulable")
+        assert CORDONED_BY not in node["metadata"].get("annotations", {})
+        assert layout_of(fleet, draining) == record["before"][0]["layout"]
+        assert sorted(uids(cp, "inv", "guarded").values()) == guarded_uids
+    finally:
+        fleet.stop()
