@@ -297,7 +297,10 @@ the pure-Python parser took a tenth of a second over them."""
 
 
 def load_model_file(path: Path) -> GpuModel:
-    """Load and validate one profile file; errors name the file and the field."""
+    """Load and validate one profile file; errors name the file and the field. Only a regular
+    file is read (a named pipe would wait for a writer forever)."""
+    if not path.is_file():
+        raise CatalogError(f"{path}: not a regular file")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
     except (OSError, yaml.YAMLError) as exc:

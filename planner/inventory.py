@@ -91,10 +91,14 @@ class PendingPod(CamelModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+"""A name Kubernetes allows as a label (a pod set's): nothing a terminal would obey."""
+
+
 class WorkloadPodSet(CamelModel):
     """A Kueue Workload's pod set: `count` pods, each asking for `requests` and `claims`."""
 
-    name: Annotated[str, Field(max_length=63)]
+    name: DnsLabel
     count: Annotated[int, Field(ge=0, le=MAX_REQUEST)]
     requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]] = Field(
         default_factory=dict, description="MIG extended resources each pod asks for"
@@ -109,12 +113,12 @@ class PendingWorkload(CamelModel):
     held by Kueue's scheduling gate, so only the Workload says what they will need."""
 
     namespace: DnsName
-    name: Annotated[str, Field(max_length=253)]
-    cluster_queue: Annotated[str, Field(max_length=253)] = Field(
+    name: DnsName
+    cluster_queue: DnsName | Literal[""] = Field(
         default="", description="the ClusterQueue its LocalQueue points at"
     )
     quota_reserved: bool = False
-    check_plan: Annotated[str, Field(max_length=253)] = Field(
+    check_plan: DnsName | Literal[""] = Field(
         default="",
         description="the GPUPartitionPlan named by a migplan AdmissionCheck the Workload "
         "waits on (quota reserved, check Pending); empty when none",

@@ -236,6 +236,11 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+_TOO_LONG = "integer string conversion"
+"""What Python says of an integer past its 4,300 digits."""
+_TOO_LONG_SAID = "a number of more than 4300 digits"
+
+
 def read_yaml_documents(path: Path) -> list[Any]:
     """Every YAML document in `path` (empty documents skipped). JSON, which is YAML too, is
     read by the JSON parser: a 10,000-node inventory takes about 1 s instead of 25 s."""
@@ -248,6 +253,8 @@ def read_yaml_documents(path: Path) -> list[Any]:
         except ValueError as exc:
             if "appears twice" in str(exc):
                 raise MigplanInputError(f"{path}: not valid JSON: {exc}") from None
+            if _TOO_LONG in str(exc):
+                raise MigplanInputError(f"{path}: not valid JSON: {_TOO_LONG_SAID}") from None
         else:
             return [document] if document is not None else []
     try:
@@ -257,6 +264,9 @@ def read_yaml_documents(path: Path) -> list[Any]:
         return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc is not None]
     except RecursionError:
         raise MigplanInputError(f"{path}: not valid YAML: nested too deeply") from None
+    except ValueError as exc:  # a scalar the resolver turns into an int or a date
+        said = _TOO_LONG_SAID if _TOO_LONG in str(exc) else f"a date that does not exist ({exc})"
+        raise MigplanInputError(f"{path}: not valid YAML: {said}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -283,13 +293,20 @@ def load_inventory(path: Path) -> Inventory:
 def write_atomically(path: Path, text: str, *, inputs: Iterable[Path] = ()) -> None:
     """Write `text` to `path` all at once: into a temporary file beside it, then renamed over
     it. A failed write leaves the previous file as it was; a symbolic link at `path` is
-    replaced, never followed; a path that is one of `inputs` is refused."""
+    replaced, never followed; a path that is one of `inputs` is refused. Something that is
+    not a file — a terminal, `/dev/stdout`, `/dev/null`, a named pipe, or a link to one — is
+    written into, never replaced (as root, replacing /dev/null would break the machine). A
+    new file gets the usual permissions (0666 less the umask), a replaced one keeps its own."""
     target = Path(os.path.abspath(path))
     for source in inputs:
         if os.path.realpath(source) in (os.path.realpath(target), str(target)):
             raise MigplanInputError(f"{path}: refusing to overwrite an input file")
     if target.is_dir():
         raise MigplanInputError(f"{path}: is a directory")
+    if _is_special(target):
+        _write_into(path, target, text)
+        return
+    mode = _mode_for(target)
     try:
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     except OSError as exc:
@@ -297,7 +314,37 @@ def write_atomically(path: Path, text: str, *, inputs: Iterable[Path] = ()) -> N
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        os.chmod(temporary, mode)
         os.replace(temporary, target)
     except OSError as exc:
         os.unlink(temporary)
         raise MigplanInputError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _is_special(target: Path) -> bool:
+    """Whether `target` (or what a link there points at) exists and is not a regular file."""
+    try:
+        found = os.stat(target)
+    except OSError:
+        return False
+    return not stat.S_ISREG(found.st_mode) and not stat.S_ISDIR(found.st_mode)
+
+
+def _write_into(path: Path, target: Path, text: str) -> None:
+    try:
+        with open(target, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        raise MigplanInputError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _mode_for(target: Path) -> int:
+    """The permissions a written file gets: the replaced file's, else 0666 less the umask."""
+    try:
+        if not target.is_symlink():
+            return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -101,6 +101,18 @@ def _strategy(node: NodeFacts, settings: GpuOperatorSettings) -> Finding:
             fix,
             node.name,
         )
+    if value is not None:
+        shown = value.encode("unicode_escape").decode("ascii")[:63]
+        return Finding(
+            "MigStrategy",
+            Severity.WARNING,
+            f"{settings.strategy_label}='{shown}' is no MIG strategy GPU feature discovery "
+            "writes (mixed, single or none), so migplan cannot tell whether its instances "
+            "will be advertised",
+            f"label the node {settings.strategy_label}=mixed if its device plugin runs with "
+            "MIG_STRATEGY=mixed; else " + fix,
+            node.name,
+        )
     return Finding(
         "MigStrategy",
         Severity.WARNING,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -225,3 +226,9 @@ def test_a_product_name_may_match_only_one_model(profiles_copy) -> None:
 def test_empty_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="no GPU profile files"):
         load_catalog(tmp_path)
+
+
+def test_a_named_pipe_among_the_profiles_is_refused_not_waited_on(profiles_copy) -> None:
+    os.mkfifo(profiles_copy / "zz-pipe.yaml")  # reading it used to hang for ever
+    with pytest.raises(CatalogError, match=r"zz-pipe\.yaml: not a regular file"):
+        load_catalog(profiles_copy)

@@ -73,3 +73,39 @@ def test_a_link_is_replaced_not_followed(tmp_path: Path, capsys) -> None:
     assert precious.read_text() == "keep me"
     assert not link.is_symlink()
     assert "<html" in link.read_text()
+
+
+def test_a_device_or_a_pipe_is_written_into_not_replaced(tmp_path: Path, capsys) -> None:
+    # As root, `--html /dev/null` used to replace the machine's /dev/null with a 0600 file.
+    link = tmp_path / "to-null"
+    link.symlink_to("/dev/null")
+    for target in (Path("/dev/null"), link):
+        code, err = preview_html(target, capsys)
+        assert code == 0, err
+    assert Path("/dev/null").is_char_device()
+    assert link.is_symlink()
+    pipe = tmp_path / "report.pipe"
+    os.mkfifo(pipe)
+    reader = subprocess.Popen(["cat", str(pipe)], stdout=subprocess.PIPE)
+    code, err = preview_html(pipe, capsys)
+    out, _ = reader.communicate(timeout=30)
+    assert code == 0, err
+    assert b"<html" in out
+    assert pipe.is_fifo()
+
+
+def test_a_new_report_gets_the_usual_permissions_and_a_replaced_one_keeps_its_own(
+    tmp_path: Path, capsys
+) -> None:
+    fresh = tmp_path / "fresh.html"
+    previous = os.umask(0o022)
+    try:
+        assert preview_html(fresh, capsys)[0] == 0
+    finally:
+        os.umask(previous)
+    assert fresh.stat().st_mode & 0o777 == 0o644
+    kept = tmp_path / "kept.html"
+    kept.write_text("old")
+    kept.chmod(0o640)
+    assert preview_html(kept, capsys)[0] == 0
+    assert kept.stat().st_mode & 0o777 == 0o640

@@ -305,3 +305,45 @@ def test_a_named_pipe_with_a_late_writer_is_read(tmp_path: Path, capsys) -> None
     code = run(["preview", str(fifo), "--cluster", str(ROOT / "examples" / "cluster.yaml")])
     writer.join()
     assert code == 0, capsys.readouterr().err
+
+
+def test_a_number_past_4300_digits_or_a_date_that_does_not_exist_is_bad_input(
+    tmp_path: Path, capsys
+) -> None:
+    digits = "9" * 5000
+    cases = [
+        (f"a: {digits}\n", "not valid YAML: a number of more than 4300 digits"),
+        ("{" + f'"a": {digits}' + "}", "not valid JSON: a number of more than 4300 digits"),
+        ("when: 2001-02-30\n", "not valid YAML: a date that does not exist"),
+    ]
+    for cluster, said in cases:
+        code, err = preview(tmp_path, capsys, PLAN, cluster)
+        assert one_line_error(code, err), err  # exit 70 with "internal error" before
+        assert said in err
+
+
+def test_escape_sequences_in_a_workload_name_never_reach_the_terminal(
+    tmp_path: Path, capsys
+) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    cluster["workloads"] = [
+        {
+            "namespace": "ml",
+            "name": "job-\x1b]0;owned\x07",
+            "podSets": [{"name": "main", "count": 1, "requests": {"nvidia.com/mig-1g.10gb": 1}}],
+        }
+    ]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    code = run(
+        [
+            "preview",
+            str(ROOT / "examples" / "plan.yaml"),
+            "--cluster",
+            str(tmp_path / "cluster.yaml"),
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err
+    assert "\x07" not in out + err
+    assert one_line_error(code, err), err
+    assert "workloads[0]" in err

@@ -76,6 +76,16 @@ def test_no_strategy_label_warns_but_does_not_refuse() -> None:
     assert summary(found)[:2] == (True, "Warnings")
 
 
+def test_an_unknown_strategy_value_is_named_not_called_missing() -> None:
+    labels = {"nvidia.com/mig.strategy": "mixd\x1b[2J"}
+    facts = ClusterFacts(nodes=(NodeFacts(name="n1", labels=labels),), live=False)
+    (finding,) = findings(facts)
+    assert finding.severity is Severity.WARNING
+    assert "no nvidia.com/mig.strategy label" not in finding.message
+    assert "nvidia.com/mig.strategy='mixd\\x1b[2J' is no MIG strategy" in finding.message
+    assert "\x1b" not in finding.message
+
+
 def test_offline_only_labels_are_checked() -> None:
     facts = ClusterFacts(nodes=(NodeFacts(name="n1", labels=MIXED),), live=False)
     assert [f.check for f in findings(facts)] == ["MigStrategy"]
