@@ -22,6 +22,13 @@ MAX_GPU_INDEX = 1023
 """NVML numbers a node's GPUs from 0; no node has a thousand."""
 MAX_REQUEST = 1024
 """Instances of one profile one pod may ask for."""
+MAX_NODES = 20_000
+"""Four times the largest cluster Kubernetes supports (5,000 nodes)."""
+MAX_GPUS_PER_NODE = 64
+MAX_PENDING_PODS = 500_000
+"""More than the 150,000 pods Kubernetes supports in one cluster."""
+MAX_WORKLOADS = 100_000
+MAX_NAMESPACES = 100_000
 
 PodName = Annotated[
     str, Field(pattern=r"^[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*$", max_length=317)
@@ -59,7 +66,7 @@ class NodeInfo(CamelModel):
 
     name: DnsName
     labels: dict[str, str] = Field(default_factory=dict)
-    gpus: tuple[GpuInfo, ...] = ()
+    gpus: Annotated[tuple[GpuInfo, ...], Field(max_length=MAX_GPUS_PER_NODE)] = ()
 
 
 class ClaimRequest(CamelModel):
@@ -131,12 +138,12 @@ class Inventory(CamelModel):
 
     api_version: Literal["migplan.io/v1alpha1"] = "migplan.io/v1alpha1"
     kind: Literal["Inventory"] = "Inventory"
-    namespaces: dict[str, dict[str, str]] = Field(
+    namespaces: Annotated[dict[str, dict[str, str]], Field(max_length=MAX_NAMESPACES)] = Field(
         default_factory=dict, description="namespace -> its labels (for namespace selectors)"
     )
-    nodes: tuple[NodeInfo, ...]
-    pending_pods: tuple[PendingPod, ...] = ()
-    workloads: tuple[PendingWorkload, ...] = Field(
+    nodes: Annotated[tuple[NodeInfo, ...], Field(max_length=MAX_NODES)]
+    pending_pods: Annotated[tuple[PendingPod, ...], Field(max_length=MAX_PENDING_PODS)] = ()
+    workloads: Annotated[tuple[PendingWorkload, ...], Field(max_length=MAX_WORKLOADS)] = Field(
         default=(), description="Kueue Workloads waiting for admission"
     )
 

@@ -72,6 +72,54 @@ class SafeLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
+    def construct_document(self, node: yaml.Node) -> Any:
+        """The document, once its aliases are known not to blow it up: every alias stands for
+        a whole copy once the planner reads it, so a few MB of `*a` could make gigabytes."""
+        composed, expanded = _sizes(node)
+        if expanded > max(MAX_ALIAS_GROWTH * composed, MIN_ALIAS_BUDGET):
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"its aliases expand {composed:,} values into {expanded:,} (more than "
+                f"{MAX_ALIAS_GROWTH} times): write the values out or use fewer aliases",
+                node.start_mark,
+            )
+        return super().construct_document(node)
+
+
+MAX_ALIAS_GROWTH = 10
+"""How many times aliases may multiply a document's values."""
+MIN_ALIAS_BUDGET = 100_000
+"""A small document may expand to this many values whatever its aliases do."""
+
+
+def _sizes(root: yaml.Node) -> tuple[int, int]:
+    """(values as written, an alias counting one; values once every alias is expanded) of a
+    composed document."""
+    expanded: dict[int, int] = {}
+    written = 1
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:  # post-order without recursion: documents may nest deeply
+        node, children_done = stack.pop()
+        if id(node) in expanded:
+            continue
+        children = _children(node)
+        if children_done or not children:
+            expanded[id(node)] = 1 + sum(expanded.get(id(c), 0) for c in children)
+            written += len(children)
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in expanded)
+    return written, expanded[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
 
 SAFE_LOADER = SafeLoader
 

@@ -347,3 +347,21 @@ def test_escape_sequences_in_a_workload_name_never_reach_the_terminal(
     assert "\x07" not in out + err
     assert one_line_error(code, err), err
     assert "workloads[0]" in err
+
+
+def test_aliases_that_would_multiply_the_document_are_refused(tmp_path: Path, capsys) -> None:
+    # 1 MB of `*p` used to become gigabytes once read (each alias a whole copy).
+    items = ", ".join(["x"] * 450)
+    text = f"p: &p [{items}]\njunk:\n" + "- *p\n" * 200_000
+    code, err = preview(tmp_path, capsys, PLAN, text)
+    assert one_line_error(code, err), err
+    assert "its aliases expand 200,455 values into 90,200,455 (more than 10 times)" in err
+
+
+def test_a_few_aliases_are_read_as_usual(tmp_path: Path, capsys) -> None:
+    cluster = copy.deepcopy(CLUSTER)
+    text = yaml.safe_dump(cluster)
+    shared = "labels: &shared {migplan.io/pool: shared}\n"
+    code, err = preview(tmp_path, capsys, PLAN, shared + text)
+    assert code in (0, 2), err
+    assert "aliases expand" not in err
