@@ -4,7 +4,11 @@ RBAC allows.
 With `--metrics-auth=kubernetes` a scrape must carry a bearer token; the API server says whose
 it is (TokenReview) and whether that identity may `get` the non-resource URL `/metrics`
 (SubjectAccessReview), as kube-rbac-proxy and the Kubernetes components' own metrics
-endpoints do. Decisions are cached for a minute, so a scraper costs two API calls a minute.
+endpoints do. Decisions are cached for a minute, so a scraper costs two API calls a minute;
+the cache keeps at most MAX_DECISIONS tokens (least recently used go first) and unknown
+tokens are reviewed at most REVIEWS_PER_SECOND a second (429 beyond), so a flood of junk
+tokens costs neither memory nor the API server. (A bounded LRU in a few lines here, rather
+than a new dependency for the image.)
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +29,8 @@ from migplan.operator.kube import client as kube
 
 log = structlog.get_logger("migplan.metrics")
 METRICS_PATH = "/metrics"
+MAX_DECISIONS = 1024
+REVIEWS_PER_SECOND = 10
 Authorizer = Callable[[str | None], HTTPStatus]
 """Given the Authorization header (or None), OK, UNAUTHORIZED or FORBIDDEN."""
 
@@ -32,9 +39,19 @@ class KubernetesAuthorizer:
     """Admit a bearer token whose identity RBAC lets `get` /metrics; remember each answer
     for `ttl` seconds (by the token's hash, never the token itself)."""
 
-    def __init__(self, *, api: Any, ttl: float = 60.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        api: Any,
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_decisions: int = MAX_DECISIONS,
+        reviews_per_second: int = REVIEWS_PER_SECOND,
+    ):
         self._api, self._ttl, self._clock = api, ttl, clock
-        self._decisions: dict[str, tuple[HTTPStatus, float]] = {}
+        self._max, self._rate = max_decisions, reviews_per_second
+        self._decisions: OrderedDict[str, tuple[HTTPStatus, float]] = OrderedDict()
+        self._reviews: deque[float] = deque()
         self._lock = threading.Lock()
 
     def __call__(self, header: str | None) -> HTTPStatus:
@@ -45,12 +62,20 @@ class KubernetesAuthorizer:
         now = self._clock()
         with self._lock:
             cached = self._decisions.get(key)
-        if cached and cached[1] > now:
-            return cached[0]
+            if cached and cached[1] > now:
+                self._decisions.move_to_end(key)
+                return cached[0]
+            while self._reviews and self._reviews[0] <= now - 1.0:
+                self._reviews.popleft()
+            if len(self._reviews) >= self._rate:
+                return HTTPStatus.TOO_MANY_REQUESTS
+            self._reviews.append(now)
         decision = self._decide(token.strip())
         with self._lock:
-            self._decisions = {k: v for k, v in self._decisions.items() if v[1] > now}
             self._decisions[key] = (decision, now + self._ttl)
+            self._decisions.move_to_end(key)
+            while len(self._decisions) > self._max:
+                self._decisions.popitem(last=False)
         return decision
 
     def _decide(self, token: str) -> HTTPStatus:

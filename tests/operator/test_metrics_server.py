@@ -1,0 +1,60 @@
+"""The metrics endpoint's authorizer: a flood of junk tokens costs neither memory nor the API
+server (the reviews themselves are tested against the real API server in tests/cluster)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import pytest
+
+from migplan.operator import metrics_server
+from migplan.operator.kube import client as kube
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def reviews(monkeypatch) -> list[str]:
+    """Tokens sent to TokenReview; 'good' belongs to a scraper RBAC admits."""
+    seen: list[str] = []
+
+    def review(api, *, token: str):
+        seen.append(token)
+        return kube.Identity("prometheus", "u", (), {}) if token == "good" else None
+
+    monkeypatch.setattr(kube, "review_token", review)
+    monkeypatch.setattr(kube, "may_access_path", lambda api, **_: True)
+    return seen
+
+
+def test_a_known_token_is_reviewed_once_a_minute(reviews) -> None:
+    clock = Clock()
+    authorize = metrics_server.KubernetesAuthorizer(api=None, clock=clock)
+    assert [authorize("Bearer good") for _ in range(5)] == [HTTPStatus.OK] * 5
+    clock.now += 61
+    assert authorize("Bearer good") is HTTPStatus.OK
+    assert reviews == ["good", "good"]
+
+
+def test_junk_tokens_are_rate_limited_and_the_cache_stays_bounded(reviews) -> None:
+    clock = Clock()
+    authorize = metrics_server.KubernetesAuthorizer(
+        api=None, clock=clock, max_decisions=50, reviews_per_second=10
+    )
+    answers = [authorize(f"Bearer junk-{n}") for n in range(25)]
+    assert answers.count(HTTPStatus.UNAUTHORIZED) == 10
+    assert answers.count(HTTPStatus.TOO_MANY_REQUESTS) == 15
+    assert len(reviews) == 10  # one TokenReview per junk token, ten a second at most
+    for second in range(20):
+        clock.now += 1
+        for n in range(10):
+            authorize(f"Bearer junk-{second}-{n}")
+    assert len(authorize._decisions) == 50
+    clock.now += 1
+    assert authorize("Bearer good") is HTTPStatus.OK  # a real scraper still gets in
