@@ -250,22 +250,8 @@ class NodeStepper:
         return uids, elsewhere
 
     def _cordon(self, record: NodeRollout) -> NodeRollout:
-        node = kube.get_node(self.api, name=record.node)
-        owner = (node.metadata.annotations or {}).get(CORDONED_BY)
-        if owner == self.plan:
-            message = "cordoned"
-        elif node.spec.unschedulable:
-            message = "already cordoned by someone else: it stays so afterwards"
-        else:
-            kube.patch_node(
-                self.api,
-                name=record.node,
-                body={
-                    "spec": {"unschedulable": True},
-                    "metadata": {"annotations": {CORDONED_BY: self.plan}},
-                },
-            )
-            message = "cordoned"
+        ours = kube.cordon_node(self.api, name=record.node, annotation=CORDONED_BY, owner=self.plan)
+        message = "cordoned" if ours else "already cordoned by someone else: it stays so afterwards"
         return self._next(record, NodeStep.EVICTING, message)
 
     def _evict(self, record: NodeRollout) -> NodeRollout | None:
@@ -657,17 +643,7 @@ class NodeStepper:
 
     def _release(self, name: str) -> None:
         """Uncordon the node if this plan cordoned it."""
-        node = kube.get_node(self.api, name=name)
-        if (node.metadata.annotations or {}).get(CORDONED_BY) == self.plan:
-            _uncordon(self.api, name)
-
-
-def _uncordon(api: Any, name: str) -> None:
-    kube.patch_node(
-        api,
-        name=name,
-        body={"spec": {"unschedulable": False}, "metadata": {"annotations": {CORDONED_BY: None}}},
-    )
+        kube.uncordon_node(self.api, name=name, annotation=CORDONED_BY, owner=self.plan)
 
 
 def release_nodes(api: Any, *, plan: str) -> list[str]:
@@ -676,7 +652,9 @@ def release_nodes(api: Any, *, plan: str) -> list[str]:
 
     released = []
     for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
-        if (node.metadata.annotations or {}).get(CORDONED_BY) == plan:
-            _uncordon(api, str(node.metadata.name))
-            released.append(str(node.metadata.name))
+        name = str(node.metadata.name)
+        if (node.metadata.annotations or {}).get(CORDONED_BY) == plan and kube.uncordon_node(
+            api, name=name, annotation=CORDONED_BY, owner=plan
+        ):
+            released.append(name)
     return released

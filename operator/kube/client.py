@@ -547,6 +547,46 @@ def patch_node(api: client.ApiClient, *, name: str, body: dict[str, Any]) -> Any
     return client.CoreV1Api(api).patch_node(name, body)
 
 
+@retrying
+def cordon_node(api: client.ApiClient, *, name: str, annotation: str, owner: str) -> bool:
+    """Cordon the node for `owner` (marked with `annotation` in the same write), unless
+    someone else has it cordoned: True when it is `owner`'s cordon now. The write carries the
+    resourceVersion read, so a cordon that lands in between makes it fail (409) and the
+    whole decision is taken again from a fresh read: another's cordon is never taken over."""
+    node = get_node(api, name=name)
+    if (node.metadata.annotations or {}).get(annotation) == owner:
+        return True
+    if node.spec.unschedulable:
+        return False
+    body = {
+        "spec": {"unschedulable": True},
+        "metadata": {
+            "annotations": {annotation: owner},
+            "resourceVersion": node.metadata.resource_version,
+        },
+    }
+    client.CoreV1Api(api).patch_node(name, body)
+    return True
+
+
+@retrying
+def uncordon_node(api: client.ApiClient, *, name: str, annotation: str, owner: str) -> bool:
+    """Uncordon the node if `owner` cordoned it (the annotation says so in the version read;
+    a write in between makes it read and decide again); True when it did."""
+    node = get_node(api, name=name)
+    if (node.metadata.annotations or {}).get(annotation) != owner:
+        return False
+    body = {
+        "spec": {"unschedulable": False},
+        "metadata": {
+            "annotations": {annotation: None},
+            "resourceVersion": node.metadata.resource_version,
+        },
+    }
+    client.CoreV1Api(api).patch_node(name, body)
+    return True
+
+
 def get_pod(api: client.ApiClient, *, namespace: str, name: str) -> Any | None:
     """The pod, or None if it is gone."""
     try:

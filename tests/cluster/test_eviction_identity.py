@@ -11,7 +11,7 @@ from nodes import KWOK_TOLERATION, gpu_node, report_partition
 from pools import apply
 from waiting import wait_for
 
-from migplan.operator.controller.rollout import NodeStepper
+from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
 from migplan.operator.kube import client as kube
 from migplan.planner.nodepartition import GpuTarget
 from migplan.planner.rollout import NodeRollout, NodeStep
@@ -171,3 +171,33 @@ def test_the_named_pod_on_its_node_is_evicted_by_uid(evid) -> None:
         )
     finally:
         cp.kubectl("uncordon", f"{NS}-a", check=False)
+
+
+def test_an_admins_cordon_landing_between_read_and_write_stays_the_admins(
+    evid, monkeypatch
+) -> None:
+    cp = evid
+    node = f"{NS}-b"
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    read = kube.get_node
+    reads = []
+
+    def read_then_admin_cordons(api, *, name):
+        found = read(api, name=name)
+        if not reads:
+            cp.kubectl("cordon", name)  # lands after migplan read the node, before it writes
+        reads.append(found.metadata.resource_version)
+        return found
+
+    monkeypatch.setattr(kube, "get_node", read_then_admin_cordons)
+    try:
+        assert not kube.cordon_node(api, name=node, annotation=CORDONED_BY, owner=PLAN)
+        assert len(reads) == 2  # the stale write was refused (409) and the node read again
+        found = json.loads(cp.kubectl("get", "node", node, "-o", "json").stdout)
+        assert found["spec"]["unschedulable"]
+        assert CORDONED_BY not in (found["metadata"].get("annotations") or {})
+        # So migplan never uncordons what the admin cordoned.
+        assert not kube.uncordon_node(api, name=node, annotation=CORDONED_BY, owner=PLAN)
+        assert unschedulable(cp, node)
+    finally:
+        cp.kubectl("uncordon", node, check=False)
