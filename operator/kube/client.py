@@ -558,14 +558,7 @@ def cordon_node(api: client.ApiClient, *, name: str, annotation: str, owner: str
         return True
     if node.spec.unschedulable:
         return False
-    body = {
-        "spec": {"unschedulable": True},
-        "metadata": {
-            "annotations": {annotation: owner},
-            "resourceVersion": node.metadata.resource_version,
-        },
-    }
-    client.CoreV1Api(api).patch_node(name, body)
+    _patch_cordon(api, node, unschedulable=True, annotations={annotation: owner})
     return True
 
 
@@ -576,15 +569,20 @@ def uncordon_node(api: client.ApiClient, *, name: str, annotation: str, owner: s
     node = get_node(api, name=name)
     if (node.metadata.annotations or {}).get(annotation) != owner:
         return False
-    body = {
-        "spec": {"unschedulable": False},
-        "metadata": {
-            "annotations": {annotation: None},
-            "resourceVersion": node.metadata.resource_version,
-        },
-    }
-    client.CoreV1Api(api).patch_node(name, body)
+    _patch_cordon(api, node, unschedulable=False, annotations={annotation: None})
     return True
+
+
+def _patch_cordon(
+    api: client.ApiClient, node: Any, *, unschedulable: bool, annotations: dict[str, str | None]
+) -> None:
+    """Set the cordon and its mark in one write, only on the version of `node` read (409
+    when it changed since)."""
+    body = {
+        "spec": {"unschedulable": unschedulable},
+        "metadata": {"annotations": annotations, "resourceVersion": node.metadata.resource_version},
+    }
+    client.CoreV1Api(api).patch_node(node.metadata.name, body)
 
 
 def get_pod(api: client.ApiClient, *, namespace: str, name: str) -> Any | None:

@@ -31,6 +31,7 @@ from waiting import wait_for
 
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.kube import client as kube
+from migplan.operator.sim.fleet import SimulatedFleet
 from migplan.operator.sim.mig_manager import SimulatedMigManager
 from migplan.planner.catalog import default_catalog
 
@@ -109,19 +110,30 @@ def start_guarded(cp, pool: str) -> None:
     )
 
 
+def guarded_pool(cp, pool: str) -> tuple[SimulatedFleet, list[str]]:
+    """Two nodes whose 1g pods a PodDisruptionBudget guards, and three 3g pods pending that
+    need one of them evicted: the fleet and the guarded pods' uids."""
+    fleet = build_pool(cp, pool, {f"{pool}-a": "1g.10gb@0", f"{pool}-b": "1g.10gb@6"})
+    start_guarded(cp, pool)
+    guarded_uids = sorted(uids(cp, pool, "guarded").values())
+    add_pending(cp, pool, 3)
+    return fleet, guarded_uids
+
+
+def blocked_plan(pool: str, *, drain_timeout: str) -> dict:
+    plan = make_plan(pool, pool, window=ALWAYS_OPEN)
+    plan["spec"]["rollout"]["drainTimeout"] = drain_timeout
+    return plan
+
+
 def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(
     crds, operator_kubeconfig
 ) -> None:
     cp = crds
-    fleet = build_pool(cp, "pdb", {"pdb-a": "1g.10gb@0", "pdb-b": "1g.10gb@6"})
+    fleet, guarded_uids = guarded_pool(cp, "pdb")
     try:
-        start_guarded(cp, "pdb")
-        guarded_uids = sorted(uids(cp, "pdb", "guarded").values())
-        add_pending(cp, "pdb", 3)
         with running_operator(cp, kubeconfig=operator_kubeconfig):
-            plan = make_plan("pdb", "pdb", window=ALWAYS_OPEN)
-            plan["spec"]["rollout"]["drainTimeout"] = "4s"
-            apply(cp, plan)
+            apply(cp, blocked_plan("pdb", drain_timeout="4s"))
             status = wait_degraded(cp, "pdb", "the node to be rolled back")
         records = status["rollout"]["nodes"]
         blocked = next(n for n, r in records.items() if r["disruptive"])
@@ -432,15 +444,10 @@ def test_a_spec_edited_into_an_invalid_one_mid_drain_still_rolls_the_node_back(
     # The CRD takes window.start "0 0 30 2 *" (February 30th never comes); the planner does
     # not. The node being drained must still time out, be rolled back and uncordoned.
     cp = crds
-    fleet = build_pool(cp, "inv", {"inv-a": "1g.10gb@0", "inv-b": "1g.10gb@6"})
+    fleet, guarded_uids = guarded_pool(cp, "inv")
     try:
-        start_guarded(cp, "inv")
-        guarded_uids = sorted(uids(cp, "inv", "guarded").values())
-        add_pending(cp, "inv", 3)
         with running_operator(cp, kubeconfig=operator_kubeconfig):
-            plan = make_plan("inv", "inv", window=ALWAYS_OPEN)
-            plan["spec"]["rollout"]["drainTimeout"] = "20s"
-            apply(cp, plan)
+            apply(cp, blocked_plan("inv", drain_timeout="20s"))
             draining = wait_for(lambda: node_in_step(cp, "inv", "Evicting"), "a node to drain")
             assert node_obj(cp, draining)["spec"].get("unschedulable")
             cp.kubectl(

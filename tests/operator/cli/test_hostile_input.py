@@ -27,6 +27,21 @@ def preview(tmp_path: Path, capsys, plan: object, cluster: object) -> tuple[int,
     return code, capsys.readouterr().err
 
 
+def preview_text(tmp_path: Path, capsys, cluster: dict) -> tuple[int, str, str]:
+    """The text preview of the example plan on `cluster`: exit code, stdout, stderr."""
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    code = run(
+        [
+            "preview",
+            str(ROOT / "examples" / "plan.yaml"),
+            "--cluster",
+            str(tmp_path / "cluster.yaml"),
+        ]
+    )
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def one_line_error(code: int, err: str) -> bool:
     return code == 2 and err.count("\n") == 1 and err.startswith("migplan: error: ")
 
@@ -134,16 +149,7 @@ def test_escape_sequences_in_names_never_reach_the_terminal(tmp_path: Path, caps
     # screen of whoever previewed the inventory.
     cluster = copy.deepcopy(CLUSTER)
     cluster["nodes"][0]["name"] = "a100-node-1\x1b[2J"
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
-    code = run(
-        [
-            "preview",
-            str(ROOT / "examples" / "plan.yaml"),
-            "--cluster",
-            str(tmp_path / "cluster.yaml"),
-        ]
-    )
-    out, err = capsys.readouterr()
+    code, out, err = preview_text(tmp_path, capsys, cluster)
     assert "\x1b" not in out + err
     assert one_line_error(code, err), err
     assert "\\x1b" in err
@@ -333,16 +339,7 @@ def test_escape_sequences_in_a_workload_name_never_reach_the_terminal(
             "podSets": [{"name": "main", "count": 1, "requests": {"nvidia.com/mig-1g.10gb": 1}}],
         }
     ]
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
-    code = run(
-        [
-            "preview",
-            str(ROOT / "examples" / "plan.yaml"),
-            "--cluster",
-            str(tmp_path / "cluster.yaml"),
-        ]
-    )
-    out, err = capsys.readouterr()
+    code, out, err = preview_text(tmp_path, capsys, cluster)
     assert "\x1b" not in out + err
     assert "\x07" not in out + err
     assert one_line_error(code, err), err
