@@ -31,12 +31,14 @@ from migplan.operator.kube import client as kube
 from migplan.operator.kueue.workloads import migplan_checks, pending_workloads
 from migplan.operator.skipped import Skipped, guarded, why_invalid
 from migplan.planner.catalog import Catalog, default_catalog
+from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import (
     GpuInfo,
     Inventory,
     NodeInfo,
     PendingPod,
     PendingWorkload,
+    resolve_node,
 )
 from migplan.planner.resources import is_mig_resource
 from migplan.planner.spec import LabelSelector
@@ -172,6 +174,7 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
     dra, unreadable = _read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
     skipped: list[Skipped] = []
+    checked: dict[Any, str | None] = {}
     for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
         name = node.metadata.name
         labels = dict(node.metadata.labels or {})
@@ -188,7 +191,16 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
             continue
         product = labels.get("nvidia.com/gpu.product", "")
         gpus = tuple(g if g.model else g.model_copy(update={"model": product}) for g in gpus)
-        nodes.append(NodeInfo(name=name, labels=labels, gpus=gpus))
+        reported = NodeInfo(name=name, labels=labels, gpus=gpus)
+        try:
+            resolve_node(reported, catalog, checked)
+        except MigplanInputError as exc:  # one agent's report never stops the others' plans
+            left_out[name] = (
+                f"its agent's report is not valid: {str(exc).removeprefix('inventory: ')}"
+            )
+            left_out_labels[name] = labels
+            continue
+        nodes.append(reported)
     if dra is not None:
         nodes = with_held(nodes, dra.held())
         dynamic = nodes_from_slices(dra, labels=left_out_labels, skip=[n.name for n in nodes])

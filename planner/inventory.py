@@ -207,6 +207,18 @@ def _resolve_gpu(
     )
 
 
+def resolve_node(
+    node: NodeInfo, catalog: Catalog, checked: dict[tuple[str, Layout], str | None] | None = None
+) -> list[GpuState]:
+    """The node's GPUs checked against `catalog` (`checked` caches layout checks across
+    nodes); raises MigplanInputError naming the node and GPU, as `resolve_inventory` does."""
+    checked = {} if checked is None else checked
+    indices = [g.index for g in node.gpus]
+    if len(set(indices)) != len(indices):
+        raise MigplanInputError(f"inventory: node {node.name} lists a GPU index twice")
+    return [_resolve_gpu(node, gpu, catalog, checked) for gpu in node.gpus]
+
+
 def _check_pods_on_one_node(inventory: Inventory) -> None:
     """A pod runs on one node: the same pod on two nodes is a broken snapshot."""
     where: dict[str, str] = {}
@@ -233,10 +245,7 @@ def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
         if node.name in seen_nodes:
             raise MigplanInputError(f"inventory: node {node.name} is listed twice")
         seen_nodes.add(node.name)
-        indices = [g.index for g in node.gpus]
-        if len(set(indices)) != len(indices):
-            raise MigplanInputError(f"inventory: node {node.name} lists a GPU index twice")
-        states += [_resolve_gpu(node, gpu, catalog, checked) for gpu in node.gpus]
+        states += resolve_node(node, catalog, checked)
     _check_pods_on_one_node(inventory)
     for pod in inventory.pending_pods:
         for resource in pod.requests:

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from nodes import gpu_node, mig_pod
+from nodes import gpu_node, mig_pod, report_partition
 from waiting import wait_for
 
 from migplan.operator.controller.reconciler import TICK_FAILED, PlanController
@@ -131,3 +131,39 @@ def test_one_tenants_pod_out_of_bounds_is_skipped_not_every_plan(crds) -> None:
         cp.kubectl("delete", "gpp", "tenant-bounds", "--wait=false", check=False)
         cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         cp.kubectl("delete", "node", "tenant-bounds-node", "--wait=false", check=False)
+
+
+def test_one_agents_invalid_report_leaves_its_node_out_not_the_plan(crds) -> None:
+    # An agent reporting a layout the GPU cannot have (4g.40gb starts only at 0 on an H100)
+    # made every plan that read the fleet Invalid; now only that node is left out.
+    cp = crds
+    pool = "bad-report"
+    nodes = [
+        gpu_node(f"{pool}-a", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": pool}),
+        gpu_node(f"{pool}-b", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": pool}),
+    ]
+    plan = {**PLAN, "metadata": {"name": pool}}
+    plan["spec"] = {**PLAN["spec"], "nodeSelector": {"matchLabels": {"migplan.io/pool": pool}}}
+    cp.kubectl(
+        "apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
+    )
+    report_partition(cp, f"{pool}-a", layout="4g.40gb@4")
+    report_partition(cp, f"{pool}-b", layout="-")
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan))
+    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    controller = PlanController(
+        api=api, catalog=default_catalog(), events=lambda body, kind, reason, message: None
+    )
+    try:
+        controller.spec_changed(pool)
+        status = json.loads(cp.kubectl("get", "gpp", pool, "-o", "json").stdout)["status"]
+        assert status["phase"] == "Planned", status
+        left_out = status["plan"]["leftOut"]
+        assert list(left_out) == [f"{pool}-a"]
+        assert "its agent's report is not valid" in left_out[f"{pool}-a"]
+        assert "4g.40gb cannot start at slice 4" in left_out[f"{pool}-a"]
+        assert status["plan"]["demand"][0]["met"] == 1  # node b serves the demand
+    finally:
+        cp.kubectl("delete", "gpp", pool, "--wait=false", check=False)
+        for node in nodes:
+            cp.kubectl("delete", "node", node["metadata"]["name"], "--wait=false", check=False)
