@@ -36,6 +36,11 @@ class NodePartitionSpec(CamelModel):
     evicted_pods: tuple[str, ...] = Field(
         default=(), description="pods (namespace/name) evicted so their instances may go"
     )
+    evicted_pod_uids: dict[str, str] = Field(
+        default_factory=dict,
+        description="the UID each evicted pod had: a pod made again under that name is not "
+        "the evicted one, and its instance stays",
+    )
     dra: bool = Field(
         default=False,
         description="NVIDIA's DRA driver publishes the MIG devices (dra.mode static): restart "

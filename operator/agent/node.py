@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -56,6 +56,30 @@ class DevicePlugin(Protocol):
     """Whether GPU feature discovery runs on the node (its labels are then checked)."""
 
     def restart(self, node: str) -> None: ...
+
+
+def still_evicted(
+    evicted: Iterable[str],
+    *,
+    uids: Mapping[str, str],
+    uid_of: Callable[[str, str], str | None],
+) -> list[str]:
+    """`evicted` less the pods made again since: a pod whose UID the operator recorded and
+    that now exists under another UID (`uid_of(namespace, name)`; None when gone)."""
+    found = []
+    for pod in evicted:
+        recorded = uids.get(pod)
+        if recorded is not None:
+            namespace, _, name = pod.partition("/")
+            now = uid_of(namespace, name)
+            if now is not None and now != recorded:
+                continue
+        found.append(pod)
+    return found
+
+
+def _uid(pod: Any) -> str | None:
+    return None if pod is None else str(pod.metadata.uid)
 
 
 @dataclass
@@ -234,6 +258,17 @@ class NodeAgent:
             generation,
         )
 
+    def _evicted(self, spec: NodePartitionSpec) -> list[str]:
+        """The evicted pods that are still the pods the operator evicted: one made again
+        under an evicted pod's name (another UID) holds its instance as any pod does."""
+        return still_evicted(
+            spec.evicted_pods,
+            uids=spec.evicted_pod_uids,
+            uid_of=lambda namespace, name: _uid(
+                kube.get_pod(self.api, namespace=namespace, name=name)
+            ),
+        )
+
     def _reconcile(
         self, spec: NodePartitionSpec, held: Mapping[Binding, str]
     ) -> tuple[list[GpuOutcome], list[GpuObserved]]:
@@ -251,7 +286,7 @@ class NodeAgent:
                         model=model,
                         desired=targets[device.index],
                         assigned=assigned,
-                        evicted=spec.evicted_pods,
+                        evicted=self._evicted(spec),
                     )
                     outcomes.append(outcome)
                 after_device = next(d for d in nvml.devices() if d.index == device.index)

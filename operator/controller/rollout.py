@@ -408,6 +408,7 @@ class NodeStepper:
                     t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in record.gpus
                 ],
                 "evictedPods": list(record.evict),
+                **({"evictedPodUids": dict(record.evict_uids)} if record.evict_uids else {}),
                 **({"dra": True} if self.dra_mode is DraMode.STATIC else {}),
             },
         }

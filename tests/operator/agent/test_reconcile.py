@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from migplan.operator.agent.node import still_evicted
 from migplan.operator.agent.reconcile import GpuPhase, reconcile_gpu
 from migplan.operator.nvml import errors
 from migplan.operator.nvml.adapter import NvmlAdapter
@@ -163,3 +164,15 @@ def test_crash_before_any_nvml_change_then_restart_converges(call, nth) -> None:
     assert kept <= set(fake._gpus[0].instances)  # kept instances never destroyed
     destroyed = Counter(c for c in fake.calls if c == "nvmlGpuInstanceDestroy")
     assert destroyed["nvmlGpuInstanceDestroy"] == 2  # 1g@4 and 1g@5, once each
+
+
+def test_a_pod_made_again_under_an_evicted_name_is_not_evicted() -> None:
+    # The operator evicted ml/db-0 (UID a); a StatefulSet made ml/db-0 again (UID b), and
+    # the device plugin gave it the same instance before its process started: by name
+    # alone the agent destroyed the new pod's instance.
+    uids = {"ml/db-0": "a", "ml/web": "w"}
+    live = {("ml", "db-0"): "b", ("ml", "web"): "w"}
+    evicted = ["ml/db-0", "ml/web", "ml/gone", "ml/old"]
+    assert still_evicted(
+        evicted, uids={**uids, "ml/gone": "g"}, uid_of=lambda ns, name: live.get((ns, name))
+    ) == ["ml/web", "ml/gone", "ml/old"]
