@@ -84,6 +84,13 @@ def can(cp, who: str, verb: str, resource: str, namespace: str | None = None) ->
     return result.stdout.strip() == "yes"
 
 
+def can_named(cp, who: str, verb: str, kind_and_name: str) -> bool:
+    """`kubectl auth can-i VERB KIND/NAME` for a cluster-scoped object."""
+    result = cp.kubectl("auth", "can-i", verb, kind_and_name, f"--as={who}", check=False)
+    assert result.stdout.strip() in ("yes", "no"), result.stderr
+    return result.stdout.strip() == "yes"
+
+
 OPERATOR_MAY = [
     ("create", "pods/eviction", None),
     ("patch", "nodes", None),
@@ -218,10 +225,72 @@ def test_the_example_rebalance_cronjob_applies_with_least_privilege(deployed) ->
         "shared-pool",
     ]
     who = "system:serviceaccount:migplan-system:migplan-rebalance"
-    assert can(cp, who, "patch", "gpupartitionplans.migplan.io")
-    assert not can(cp, who, "delete", "gpupartitionplans.migplan.io")
+    assert can_named(cp, who, "patch", "gpupartitionplans.migplan.io/shared-pool")
+    assert not can_named(cp, who, "patch", "gpupartitionplans.migplan.io/other-pool")
+    assert not can_named(cp, who, "delete", "gpupartitionplans.migplan.io/shared-pool")
     assert not can(cp, who, "patch", "gpupartitionplans.migplan.io/status")
     assert not can(cp, who, "list", "secrets")
+
+
+def test_the_rebalance_account_may_only_ask_for_a_rebalance(deployed) -> None:
+    # RBAC let it patch any plan's spec; it may now only set migplan.io/rebalance on its own.
+    cp = deployed
+    cp.kubectl("apply", "-f", str(ROOT / "deploy" / "examples" / "rebalance-cronjob.yaml"))
+    plan = {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": "shared-pool"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": "rebalance-none"}},
+            "demand": {"profiles": [{"resource": "nvidia.com/mig-1g.10gb", "count": 1}]},
+            "dryRun": True,
+        },
+    }
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan))
+    as_rebalance = "--as=system:serviceaccount:migplan-system:migplan-rebalance"
+    try:
+        # The policy takes effect a moment after it is applied: ask until it is.
+        tries: list = []
+        asked = wait_for(
+            lambda: (
+                (
+                    tries.append(
+                        cp.kubectl(
+                            "annotate",
+                            "gpp",
+                            "shared-pool",
+                            "migplan.io/rebalance=2026-11-25T20:00:00Z",
+                            "--overwrite",
+                            as_rebalance,
+                            check=False,
+                        )
+                    )
+                    or tries[-1].returncode == 0
+                )
+                and tries[-1]
+            ),
+            "the policy to admit a rebalance request",
+            timeout=15,
+        )
+        assert "annotated" in asked.stdout, asked
+        edit = cp.kubectl(
+            "patch",
+            "gpp",
+            "shared-pool",
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":true}}',
+            as_rebalance,
+            check=False,
+        )
+        assert edit.returncode != 0
+        assert "may only set the migplan.io/rebalance annotation" in edit.stderr
+        label = cp.kubectl("label", "gpp", "shared-pool", "team=x", as_rebalance, check=False)
+        assert label.returncode != 0
+        other = cp.kubectl("annotate", "gpp", "shared-pool", "note=hi", as_rebalance, check=False)
+        assert other.returncode != 0
+    finally:
+        cp.kubectl("delete", "gpp", "shared-pool", "--wait=false", check=False)
 
 
 def test_the_base_reaches_into_no_other_products_namespace(deployed) -> None:
