@@ -11,7 +11,7 @@ from rich.text import Text
 
 from migplan.operator.cli.context import OutputFormat, console, state
 from migplan.operator.nvml.adapter import NvmlAdapter
-from migplan.operator.nvml.compare import Kind, compare, confirmations
+from migplan.operator.nvml.compare import compare, confirmations
 from migplan.planner.errors import MigplanInputError, UnknownModelError
 
 EXIT_MISMATCH = 1
@@ -54,8 +54,8 @@ def nvml_info(
     profile with its possible placements, SMs and engines, and the instances that exist. Run it
     first on a new GPU model: differences from profiles/ are listed (exit code 1), so the
     catalog can be corrected. With --check every fact is compared and each difference comes
-    with its fix; send that output (-o json) with a report. Placements are listed only while
-    MIG mode is on. It never changes MIG mode, instances or any other GPU setting.
+    with its fix; send that output (-o json) with a report. It never changes MIG mode,
+    instances or any other GPU setting.
     """
     catalog = state(ctx).catalog
     report = []
@@ -166,7 +166,7 @@ def _print(report: list[dict[str, Any]]) -> None:
                     str(p["multiprocessors"]),
                     "/".join(str(p["engines"][k]) for k in ENGINES),
                     "yes" if p["p2p"] else "no",
-                    " ".join(f"{s}:{z}" for s, z in p["placements"]) or "(MIG off)",
+                    " ".join(f"{s}:{z}" for s, z in p["placements"]),
                 )
             out.print(table)
         if "layout" in e:
@@ -197,10 +197,9 @@ def _print_check(check: dict[str, Any]) -> None:
     if not check["differences"]:
         out.print(Text("  every fact matches profiles/", style="green"))
     for d in check["differences"]:
-        label = "planning" if d["kind"] == Kind.PLANNING.value else "hardware"
         out.print(
             Text(
-                f"  - [{label}] {d['profile']}: {d['fact']} is {d['nvml']} here, "
+                f"  - [{d['kind']}] {d['profile']}: {d['fact']} is {d['nvml']} here, "
                 f"{d['profiles']} in profiles/",
                 style="yellow",
             )

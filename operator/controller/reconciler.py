@@ -83,6 +83,10 @@ def rollout_in_progress(status: dict[str, Any]) -> bool:
     return any(r.in_progress for r in _records(status).values())
 
 
+MAX_WARNED = 10_000
+"""Skipped objects remembered as told (one Warning event each); past that, told again."""
+
+
 @dataclass
 class PlanController:
     """Plans and rolls out GPUPartitionPlans on the cluster behind `api`."""
@@ -121,6 +125,8 @@ class PlanController:
             with self._guard:
                 if key in self._warned:
                     continue
+                if len(self._warned) >= MAX_WARNED:  # objects come and go: forget, re-warn
+                    self._warned.clear()
                 self._warned.add(key)
             try:
                 kube.create_event(

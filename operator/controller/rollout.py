@@ -165,6 +165,11 @@ class NodeStepper:
     def _next(self, record: NodeRollout, step: NodeStep, message: str | None) -> NodeRollout:
         return record.model_copy(update={"step": step, "message": message})
 
+    def _stale(self, record: NodeRollout, step: NodeStep, message: str) -> NodeRollout:
+        """Give the node up because the cluster moved under the plan (planned again after
+        this rollout)."""
+        return self._next(record.model_copy(update={"stale": True}), step, message)
+
     def _observed(
         self, node: str
     ) -> tuple[dict[int, str], dict[int, dict[str, str]], dict[str, Any]]:
@@ -191,8 +196,8 @@ class NodeStepper:
             if layouts.get(b.index) != b.layout
         ]
         if stale:
-            return self._next(
-                record.model_copy(update={"stale": True}),
+            return self._stale(
+                record,
                 NodeStep.ROLLED_BACK,
                 "the node changed since planning (" + "; ".join(stale) + "): left as it is; "
                 "planned again after this rollout",
@@ -221,8 +226,8 @@ class NodeStepper:
         if record.evict:
             uids, elsewhere = self._pods_to_evict(record)
             if elsewhere:
-                return self._next(
-                    record.model_copy(update={"stale": True}),
+                return self._stale(
+                    record,
                     NodeStep.ROLLED_BACK,
                     "pods the plan would evict are no longer on the node ("
                     + "; ".join(elsewhere)
@@ -268,8 +273,8 @@ class NodeStepper:
             }
         unexpected = sorted(holders - set(record.evict))
         if unexpected:
-            return self._next(
-                record.model_copy(update={"stale": True}),
+            return self._stale(
+                record,
                 NodeStep.ROLLING_BACK,
                 "pods the plan did not expect hold instances that must go "
                 f"({', '.join(unexpected)}); they are not evicted; planned again after this "
@@ -285,8 +290,8 @@ class NodeStepper:
             elif outcome is _Eviction.REFUSED:
                 refused.append(f"{pod}: {refusal}")
         if replaced:
-            return self._next(
-                record.model_copy(update={"stale": True}),
+            return self._stale(
+                record,
                 NodeStep.ROLLING_BACK,
                 "pods the plan named were replaced or moved since the rollout began ("
                 + ", ".join(replaced)

@@ -52,7 +52,7 @@ class InstanceProfile:
     max_count: int
     memory_mib: int
     placements: tuple[tuple[int, int], ...]
-    """(start, size) pairs, in memory slices (empty while MIG mode is off)."""
+    """(start, size) pairs, in memory slices (listed whether MIG mode is on or not)."""
     multiprocessors: int = 0
     engines: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     """Copy engines, decoders, encoders, JPEG decoders, optical-flow accelerators."""
@@ -174,10 +174,7 @@ class NvmlAdapter:
         """The profile's possible placements: a first call without a buffer for the count
         (nvml.h), then one with a buffer of that size."""
         count = ctypes.c_uint(0)
-        try:
-            self._possible_placements(handle, profile_id, None, count, where)
-        except errors.NotSupportedError:
-            return ()  # MIG mode is off
+        self._possible_placements(handle, profile_id, None, count, where)
         buffer = (self._nvml.c_nvmlGpuInstancePlacement_t * count.value)()
         self._possible_placements(handle, profile_id, buffer, count, where)
         return tuple(sorted((int(p.start), int(p.size)) for p in buffer[: count.value]))

@@ -59,36 +59,31 @@ def profile_file(model: GpuModel) -> str:
     return f"profiles/{model.model.lower()}.yaml"
 
 
-def _engines(info: InstanceProfile) -> str:
-    copy, decoder, encoder, jpeg, ofa = info.engines
+def _engines(engines: tuple[int, ...] | None) -> str:
+    """Engine counts as profiles/ writes them, or `unknown`."""
+    if engines is None:
+        return "unknown"
+    copy, decoder, encoder, jpeg, ofa = engines
     return f"{{copy: {copy}, decoder: {decoder}, encoder: {encoder}, jpeg: {jpeg}, ofa: {ofa}}}"
 
 
-def _catalog_engines(profile: Profile) -> str:
+def _catalog_engines(profile: Profile) -> tuple[int, ...] | None:
     e = profile.engines
-    if e is None:
-        return "unknown"
-    return (
-        f"{{copy: {e.copy_engines}, decoder: {e.decoder}, encoder: {e.encoder}, "
-        f"jpeg: {e.jpeg}, ofa: {e.ofa}}}"
-    )
+    return None if e is None else (e.copy_engines, e.decoder, e.encoder, e.jpeg, e.ofa)
+
+
+def _known(value: object) -> str:
+    return "unknown" if value is None else str(value).lower()
 
 
 def _hardware_facts(profile: Profile, info: InstanceProfile) -> list[tuple[str, str, str, str]]:
     """(fact, NVML's value, ours, YAML key) of the reported-only facts of one profile."""
-    facts = [
-        ("memory MiB", str(info.memory_mib), str(profile.memory_mib or "unknown"), "memoryMib"),
-        ("SMs", str(info.multiprocessors), str(profile.multiprocessors or "unknown"), ""),
-        ("engines", _engines(info), _catalog_engines(profile), ""),
-        (
-            "P2P",
-            str(info.p2p).lower(),
-            "unknown" if profile.p2p is None else str(profile.p2p).lower(),
-            "",
-        ),
+    return [
+        ("memory MiB", str(info.memory_mib), _known(profile.memory_mib), "memoryMib"),
+        ("SMs", str(info.multiprocessors), _known(profile.multiprocessors), "multiprocessors"),
+        ("engines", _engines(info.engines), _engines(_catalog_engines(profile)), "engines"),
+        ("P2P", _known(info.p2p), _known(profile.p2p), "p2p"),
     ]
-    keys = {"SMs": "multiprocessors", "engines": "engines", "P2P": "p2p"}
-    return [(fact, a, b, key or keys[fact]) for fact, a, b, key in facts]
 
 
 def compare(
@@ -99,8 +94,7 @@ def compare(
     memory_mib: int | None = None,
 ) -> list[Difference]:
     """Every difference between NVML's profiles and the catalog model's; with `hardware`,
-    also memory, SMs, engines, P2P and (given `memory_mib`) the GPU's total memory.
-    Placements are compared only where NVML lists them (MIG mode on)."""
+    also memory, SMs, engines, P2P and (given `memory_mib`) the GPU's total memory."""
     where = profile_file(model)
     found = []
     seen = set()
@@ -118,8 +112,7 @@ def compare(
             ("compute slices", str(info.compute_slices), str(profile.compute_slices), ""),
             ("max count", str(info.max_count), str(profile.max_count), "maxCount"),
         ]
-        if info.placements:
-            checks.append(("placements", _placements(info.placements), _placements(ours), ""))
+        checks.append(("placements", _placements(info.placements), _placements(ours), ""))
         for fact, nvml, catalog, key in checks:
             if nvml != catalog:
                 fix = _planning_fix(where, profile, fact, key, nvml=nvml, info=info)
@@ -174,11 +167,10 @@ def confirmations(
         agreeing = {
             "id": info.nvml_index == profile.nvml_index
             and info.compute_slices == profile.compute_slices,
-            "placements": bool(info.placements)
-            and info.placements == tuple((s, profile.size) for s in profile.starts),
+            "placements": info.placements == tuple((s, profile.size) for s in profile.starts),
             "maxCount": info.max_count == profile.max_count,
             "multiprocessors": info.multiprocessors == profile.multiprocessors,
-            "engines": _engines(info) == _catalog_engines(profile),
+            "engines": info.engines == _catalog_engines(profile),
             "p2p": info.p2p == profile.p2p,
         }
         marked = {

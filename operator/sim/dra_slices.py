@@ -76,6 +76,11 @@ class PublishedGpu:
         """Ampere: MIG mode changes only with a GPU reset (the driver will not toggle it)."""
         return self.model.mig_mode_change_needs_reset
 
+    @property
+    def whole_only(self) -> bool:
+        """Ampere with MIG off: the current driver publishes the full GPU only, no slots."""
+        return self.resets_to_change_mig and not self.mig_enabled
+
 
 def counter_name(capacity: str) -> str:
     """The driver's `camelToDNSName`: `copyEngines` -> `copy-engines`."""
@@ -198,7 +203,7 @@ def dynamic_devices(gpu: PublishedGpu, *, form: Format = Format.CURRENT) -> list
     each consuming from the GPU's counter set (current format: Ampere publishes one or the
     other by MIG mode)."""
     legacy = form is Format.LEGACY
-    if not legacy and gpu.resets_to_change_mig and not gpu.mig_enabled:
+    if not legacy and gpu.whole_only:
         return [_full_gpu(gpu, form=form, dynamic=False)]
     found = []
     if legacy or not (gpu.resets_to_change_mig and gpu.mig_enabled):
@@ -223,7 +228,7 @@ def counter_sets(gpus: Sequence[PublishedGpu], *, form: Format = Format.CURRENT)
     """One counter set per GPU that has slots (DynamicMIG)."""
     found = []
     for gpu in gpus:
-        if form is Format.CURRENT and gpu.resets_to_change_mig and not gpu.mig_enabled:
+        if form is Format.CURRENT and gpu.whole_only:
             continue  # no slots: the GPU is published as in static mode
         numbers = {} if form is Format.LEGACY else _largest(gpu)
         counters = _counters(numbers, 0, gpu.model.memory_slices)

@@ -133,18 +133,6 @@ class Gpu:
         self.instances[gi_id] = created
         return created
 
-    def remaining_capacity(self, profile_id: int) -> int:
-        """How many more instances of the profile fit beside the existing ones."""
-        self.require_mig()
-        profile = self.profile(profile_id)
-        layout = self.layout()
-        count = 0
-        for start in profile.starts:
-            grown = layout.with_instance(Instance(start, profile.name))
-            if not check_layout(self.model, grown):
-                layout, count = grown, count + 1
-        return count
-
     def destroy_instance(self, gi_id: int) -> None:
         gi = self.instance(gi_id)
         if gi.compute or gi.processes:

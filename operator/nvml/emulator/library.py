@@ -28,7 +28,7 @@ from migplan.operator.nvml.emulator.gpus import Gpu, NvmlReturn, Process
 ARGUMENT_VERSION_MISMATCH = 25  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 INSUFFICIENT_SIZE = 7  # NVML_ERROR_INSUFFICIENT_SIZE
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process on a whole GPU
-_UNCHECKED = ("nvmlInitWithFlags", "nvmlInit_v2", "nvmlShutdown", "nvmlErrorString")
+_UNCHECKED = ("nvmlInitWithFlags", "nvmlShutdown", "nvmlErrorString")
 # Handles are addresses nobody dereferences (the handle structs are opaque); one sequence for
 # every emulator in the process, so a handle of one emulated node is never valid on another.
 _ADDRESSES = itertools.count(0x7E5A_0000_0000, 0x40)
@@ -202,9 +202,6 @@ class EmulatedLibrary:
     def nvmlInitWithFlags(self, flags: int) -> None:
         self.initialized += 1
 
-    def nvmlInit_v2(self) -> None:
-        self.initialized += 1
-
     def nvmlShutdown(self) -> int | None:
         if not self.initialized:
             return errors.UNINITIALIZED
@@ -330,8 +327,7 @@ class EmulatedLibrary:
     def nvmlDeviceGetGpuInstancePossiblePlacements_v2(
         self, device: int | None, profile_id: int, placements: int | None, count: int | None
     ) -> None:
-        gpu = self._gpu(device)
-        gpu.require_mig()
+        gpu = self._gpu(device)  # nvml.h: all placements, whether MIG is on or not
         profile = gpu.profile(profile_id)
         if not count:
             raise NvmlReturn(errors.INVALID_ARGUMENT)
@@ -340,11 +336,6 @@ class EmulatedLibrary:
                 out = self._out(placements, nvml_h.GpuInstancePlacement, n)
                 out.start, out.size = start, profile.size
         self._put(count, ctypes.c_uint, len(profile.starts))
-
-    def nvmlDeviceGetGpuInstanceRemainingCapacity(
-        self, device: int | None, profile_id: int, count: int | None
-    ) -> None:
-        self._put(count, ctypes.c_uint, self._gpu(device).remaining_capacity(profile_id))
 
     def nvmlDeviceCreateGpuInstanceWithPlacement(
         self, device: int | None, profile_id: int, placement: int | None, instance: int | None
@@ -470,10 +461,6 @@ class EmulatedLibrary:
         if index >= len(devices):
             raise NvmlReturn(errors.NOT_FOUND)
         self._put(mig, ctypes.c_void_p, self.handle("mig", gpu.index, *devices[index]))
-
-    def nvmlDeviceIsMigDeviceHandle(self, device: int | None, is_mig: int | None) -> None:
-        key = self._key(device, "gpu", "mig")
-        self._put(is_mig, ctypes.c_uint, int(key[0] == "mig"))
 
     def nvmlDeviceGetGpuInstanceId(self, device: int | None, gi_id: int | None) -> None:
         if self._key(device, "gpu", "mig")[0] == "gpu":

@@ -170,7 +170,6 @@ U = c_uint
 PROTOTYPES: dict[str, tuple[Any, ...]] = {
     # name: (restype, *argtypes), in nvml.h's order of arguments
     "nvmlInitWithFlags": (c_int, U),
-    "nvmlInit_v2": (c_int,),
     "nvmlShutdown": (c_int,),
     "nvmlErrorString": (c_void_p, c_int),
     "nvmlDeviceGetCount_v2": (c_int, P),
@@ -185,7 +184,6 @@ PROTOTYPES: dict[str, tuple[Any, ...]] = {
     "nvmlDeviceGetGpuInstanceProfileInfo": (c_int, P, U, P),
     "nvmlDeviceGetGpuInstanceProfileInfoV": (c_int, P, U, P),
     "nvmlDeviceGetGpuInstancePossiblePlacements_v2": (c_int, P, U, P, P),
-    "nvmlDeviceGetGpuInstanceRemainingCapacity": (c_int, P, U, P),
     "nvmlDeviceCreateGpuInstanceWithPlacement": (c_int, P, U, P, P),
     "nvmlDeviceGetGpuInstances": (c_int, P, U, P, P),
     "nvmlGpuInstanceGetInfo": (c_int, P, P),
@@ -198,7 +196,6 @@ PROTOTYPES: dict[str, tuple[Any, ...]] = {
     "nvmlGpuInstanceDestroy": (c_int, P),
     "nvmlDeviceGetMaxMigDeviceCount": (c_int, P, P),
     "nvmlDeviceGetMigDeviceHandleByIndex": (c_int, P, U, P),
-    "nvmlDeviceIsMigDeviceHandle": (c_int, P, P),
     "nvmlDeviceGetGpuInstanceId": (c_int, P, P),
     "nvmlDeviceGetComputeInstanceId": (c_int, P, P),
     "nvmlDeviceGetComputeRunningProcesses_v3": (c_int, P, P, P),

@@ -102,9 +102,11 @@ def test_without_check_hardware_facts_do_not_count(catalog, capsys, monkeypatch)
     assert "matches profiles/" in capsys.readouterr().out
 
 
-def test_placements_are_not_compared_while_mig_is_off(catalog) -> None:
+def test_placements_are_read_and_compared_with_mig_off_too(catalog) -> None:
+    # nvml.h: PossiblePlacements_v2 returns every placement whether MIG is on or not.
     fake = FakeNvml(["H100-80GB"], mig=False)
     with NvmlAdapter(fake.pynvml) as nvml:
         reported = nvml.profiles(0)
-    assert all(p.placements == () for p in reported)
+    by_id = {p.id: p.placements for p in reported}
+    assert by_id[9] == ((0, 4), (4, 4))  # 3g.40gb
     assert compare(catalog.model("H100-80GB"), reported) == []
