@@ -249,42 +249,42 @@ def test_the_rebalance_account_may_only_ask_for_a_rebalance(deployed) -> None:
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan))
     as_rebalance = "--as=system:serviceaccount:migplan-system:migplan-rebalance"
     try:
-        # The policy takes effect a moment after it is applied: ask until it is.
-        tries: list = []
-        asked = wait_for(
-            lambda: (
-                (
-                    tries.append(
-                        cp.kubectl(
-                            "annotate",
-                            "gpp",
-                            "shared-pool",
-                            "migplan.io/rebalance=2026-11-25T20:00:00Z",
-                            "--overwrite",
-                            as_rebalance,
-                            check=False,
-                        )
-                    )
-                    or tries[-1].returncode == 0
-                )
-                and tries[-1]
-            ),
-            "the policy to admit a rebalance request",
-            timeout=15,
+        # The policy takes effect a moment after it is applied, and RBAC alone admits the
+        # edit: wait until a server-side dry run of it is refused, then ask for real.
+        def suspend(*extra: str):
+            return cp.kubectl(
+                "patch",
+                "gpp",
+                "shared-pool",
+                "--type=merge",
+                "-p",
+                '{"spec":{"suspend":true}}',
+                as_rebalance,
+                *extra,
+                check=False,
+            )
+
+        wait_for(
+            lambda: suspend("--dry-run=server").returncode != 0,
+            "the policy to refuse a spec edit",
+            timeout=30,
         )
-        assert "annotated" in asked.stdout, asked
-        edit = cp.kubectl(
-            "patch",
+        edit = suspend()
+        assert edit.returncode != 0
+        assert "may only set the migplan.io/rebalance annotation" in edit.stderr
+        asked = cp.kubectl(
+            "annotate",
             "gpp",
             "shared-pool",
-            "--type=merge",
-            "-p",
-            '{"spec":{"suspend":true}}',
+            "migplan.io/rebalance=2026-11-25T20:00:00Z",
+            "--overwrite",
             as_rebalance,
             check=False,
         )
-        assert edit.returncode != 0
-        assert "may only set the migplan.io/rebalance annotation" in edit.stderr
+        assert asked.returncode == 0, asked
+        assert "annotated" in asked.stdout
+        spec = json.loads(cp.kubectl("get", "gpp", "shared-pool", "-o", "json").stdout)["spec"]
+        assert not spec.get("suspend")
         label = cp.kubectl("label", "gpp", "shared-pool", "team=x", as_rebalance, check=False)
         assert label.returncode != 0
         other = cp.kubectl("annotate", "gpp", "shared-pool", "note=hi", as_rebalance, check=False)
