@@ -1,6 +1,9 @@
 # migplan container image: the operator, the node agent and the CLI in one image.
 # Build: scripts/build-image (buildah, no daemon; see README "Container image"), or
+#   scripts/build-cel --copy build/cel
 #   docker build --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt -t migplan:dev .
+# migplan-cel (Kubernetes' CEL for DRA selectors, a static Go binary) is built from Go
+# modules on the host by scripts/build-cel and copied in from build/cel/.
 # Reproducible: the base is pinned by digest (the multi-architecture index of the tag, as
 # published), and every Python package, the build backend included, by version and sha256
 # (image-requirements.txt, made by scripts/lock-image from constraints.txt): pip installs
@@ -41,6 +44,7 @@ LABEL org.opencontainers.image.title="migplan" \
       org.opencontainers.image.source="https://github.com/migplan/migplan" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/migplan /opt/migplan
+COPY build/cel/migplan-cel /opt/migplan/bin/migplan-cel
 # The example cluster and plan, to try the planner in the image:
 #   migplan preview /usr/share/migplan/examples/plan.yaml --cluster /usr/share/migplan/examples/cluster.yaml
 COPY examples/ /usr/share/migplan/examples/

@@ -18,6 +18,7 @@ from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.ticker import PlanTicker
+from migplan.operator.dra.helper import CelUnavailable, evaluator
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.operator.kube.leader import Leadership
@@ -102,11 +103,23 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     campaign for the lease and tick once leading."""
     settings.peering.priority = _state.get("priority", 0)
     settings.posting.level = logging.WARNING  # kopf's own handler chatter stays in the logs
+    _log_cel_helper()
     leader: Leadership | None = _state.get("leader")
     if leader is None:
         _state["ticker"].start()
     else:
         leader.start()
+
+
+def _log_cel_helper() -> None:
+    """Say which CEL the DRA selectors will be evaluated with, or that they cannot be (the
+    claims with selectors are then skipped with a note, and planning goes on)."""
+    try:
+        versions = evaluator().versions()
+    except CelUnavailable as exc:
+        log.warning("cel_helper_unavailable", why=str(exc))
+        return
+    log.info("cel_helper", **{k.rsplit("/", 1)[-1]: v for k, v in versions.items()})
 
 
 @kopf.on.probe(id="ticker")

@@ -1,31 +1,28 @@
-"""DRA device selectors: CEL expressions evaluated as the Kubernetes scheduler would.
+"""DRA device selectors: CEL expressions evaluated as the Kubernetes scheduler evaluates them.
 
 DeviceClasses and ResourceClaim requests select devices with CEL over `device.driver`,
 `device.attributes[domain][name]`, `device.capacity[domain][name]` and
-`device.allowMultipleAllocations`. Evaluation uses cel-python (`celpy`); Kubernetes' CEL
-library adds quantities (`quantity("10Gi")`, `compareTo`, `isGreaterThan`, ...) and semantic
-versions (`semver("550.54.15")`, `major()`, ...), defined here on `kubernetes.utils`'s quantity
-parser. An expression that does not compile is the user's input error; one that fails at run
-time (an attribute the device lacks) does not select the device, and the failure is kept so a
-reason can name it.
+`device.allowMultipleAllocations`. The evaluation is Kubernetes' own: `migplan-cel`, a small
+Go helper built from `k8s.io/dynamic-resource-allocation/cel` (the package kube-scheduler
+allocates with; source in `celeval/`), so optional types, quantities, semantic versions, the
+estimated and runtime cost limits and the parser's recursion limit are the scheduler's.
+
+It runs as one long-lived child process spoken to in JSON lines (`helper.py`). This module
+holds what selectors see: devices, their quantities and versions, and the outcome of a match.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache, total_ordering
+from functools import cached_property, total_ordering
 from typing import Any
 
-import celpy
-from celpy import celtypes
-from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
 from kubernetes.utils import parse_quantity
-
-from migplan.planner.errors import MigplanInputError
 
 SEMVER = re.compile(
     r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
@@ -46,6 +43,10 @@ class Quantity:
             return cls(Decimal(parse_quantity(text)))
         except ValueError as exc:
             raise ValueError(f"{text!r} is not a quantity such as 10Gi: {exc}") from None
+
+    def text(self) -> str:
+        """The quantity as the API writes a plain number (`10737418240`, `0.5`)."""
+        return format(self.value.normalize(), "f")
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Quantity):
@@ -72,6 +73,10 @@ class SemVer:
         major, minor, patch, pre = match.groups()
         return cls(int(major), int(minor), int(patch), pre or "")
 
+    def text(self) -> str:
+        """`550.54.15`, or `1.2.3-rc.1` for a pre-release."""
+        return f"{self.major}.{self.minor}.{self.patch}" + (f"-{self.pre}" if self.pre else "")
+
     def key(self) -> tuple[int, int, int, int, str]:
         """Sort key: a release after its pre-releases."""
         return (self.major, self.minor, self.patch, 0 if self.pre else 1, self.pre)
@@ -80,50 +85,6 @@ class SemVer:
         if not isinstance(other, SemVer):
             return NotImplemented
         return self.key() < other.key()
-
-
-def _quantity(text: Any) -> Quantity:
-    return Quantity.parse(str(text))
-
-
-def _semver(text: Any) -> SemVer:
-    return SemVer.parse(str(text))
-
-
-def _compare(a: Any, b: Any) -> celtypes.IntType:
-    if type(a) is not type(b) or not isinstance(a, Quantity | SemVer):
-        raise TypeError(f"cannot compare {type(a).__name__} with {type(b).__name__}")
-    return celtypes.IntType((a > b) - (a < b))
-
-
-def _is(kind: type[Any], parse: Any) -> Any:
-    def check(text: Any) -> celtypes.BoolType:
-        try:
-            parse(text)
-        except ValueError:
-            return celtypes.BoolType(False)
-        return celtypes.BoolType(isinstance(parse(text), kind))
-
-    return check
-
-
-FUNCTIONS: dict[str, Any] = {
-    "quantity": _quantity,
-    "isQuantity": _is(Quantity, _quantity),
-    "semver": _semver,
-    "isSemver": _is(SemVer, _semver),
-    "compareTo": _compare,
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
-    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
-    "asInteger": lambda q: celtypes.IntType(int(q.value)),
-    "asApproximateFloat": lambda q: celtypes.DoubleType(float(q.value)),
-    "isInteger": lambda q: celtypes.BoolType(q.value == q.value.to_integral_value()),
-    "sign": lambda q: celtypes.IntType((q.value > 0) - (q.value < 0)),
-    "major": lambda v: celtypes.IntType(v.major),
-    "minor": lambda v: celtypes.IntType(v.minor),
-    "patch": lambda v: celtypes.IntType(v.patch),
-}
-"""Kubernetes' CEL extensions that device selectors use (k8s.io/apiserver/pkg/cel/library)."""
 
 
 @dataclass(frozen=True)
@@ -136,89 +97,43 @@ class Device:
     capacity: Mapping[str, Mapping[str, Quantity]] = field(default_factory=dict)
     allow_multiple_allocations: bool = False
 
-    def activation(self) -> dict[str, Any]:
-        """The `device` variable of the CEL environment."""
+    @cached_property
+    def digest(self) -> bytes:
+        """sha256 of `published()`: the device's identity in a results cache."""
+        return hashlib.sha256(json.dumps(self.published(), sort_keys=True).encode()).digest()
+
+    def published(self) -> dict[str, Any]:
+        """The device as a ResourceSlice publishes it (qualified names, typed values)."""
         return {
-            "device": celtypes.MapType(
-                {
-                    celtypes.StringType("driver"): celtypes.StringType(self.driver),
-                    celtypes.StringType("attributes"): _domains(self.attributes),
-                    celtypes.StringType("capacity"): _domains(self.capacity),
-                    celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
-                        self.allow_multiple_allocations
-                    ),
-                }
-            )
+            "driver": self.driver,
+            "allowMultipleAllocations": self.allow_multiple_allocations,
+            "attributes": {
+                f"{domain}/{name}": _attribute(value)
+                for domain, names in sorted(self.attributes.items())
+                for name, value in sorted(names.items())
+                if value is not None
+            },
+            "capacity": {
+                f"{domain}/{name}": {"value": value.text()}
+                for domain, names in sorted(self.capacity.items())
+                for name, value in sorted(names.items())
+            },
         }
 
 
-def _value(value: Any) -> Any:
+def _attribute(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
-        return celtypes.BoolType(value)
+        return {"bool": value}
     if isinstance(value, int):
-        return celtypes.IntType(value)
-    if isinstance(value, str):
-        return celtypes.StringType(value)
-    return value  # Quantity, SemVer
-
-
-def _domains(values: Mapping[str, Mapping[str, Any]]) -> celtypes.MapType:
-    return celtypes.MapType(
-        {
-            celtypes.StringType(domain): celtypes.MapType(
-                {celtypes.StringType(k): _value(v) for k, v in names.items()}
-            )
-            for domain, names in values.items()
-        }
-    )
+        return {"int": value}
+    if isinstance(value, SemVer):
+        return {"version": value.text()}
+    return {"string": str(value)}
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """Whether a selector selects a device, and the run-time error if it failed."""
+    """Whether a request's selectors select a device, and the run-time error if one failed."""
 
     selected: bool
     error: str | None = None
-
-
-class Selector:
-    """One compiled CEL selector expression."""
-
-    def __init__(self, expression: str) -> None:
-        self.expression = expression
-        environment = celpy.Environment()
-        try:
-            ast = environment.compile(expression)
-        except CELParseError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-            raise MigplanInputError(
-                f"CEL selector {expression!r} does not compile: {first}"
-            ) from None
-        self._program = environment.program(ast, functions=FUNCTIONS)
-
-    def evaluate(self, device: Device) -> Outcome:
-        """Whether this selector selects `device` (a run-time error selects nothing)."""
-        try:
-            result = self._program.evaluate(device.activation())
-        except Exception as exc:  # celpy raises assorted errors at run time
-            return Outcome(False, f"{type(exc).__name__}: {exc}")
-        if isinstance(result, CELEvalError):
-            return Outcome(False, str(result.args[0]) if result.args else "evaluation error")
-        if not isinstance(result, celtypes.BoolType | bool):
-            return Outcome(False, f"returned {type(result).__name__}, not a bool")
-        return Outcome(bool(result))
-
-
-@lru_cache(maxsize=1024)
-def selector(expression: str) -> Selector:
-    """The compiled selector for `expression` (claims repeat a few expressions)."""
-    return Selector(expression)
-
-
-def selects_all(expressions: tuple[str, ...], device: Device) -> Outcome:
-    """Whether every expression selects `device` (as a request's selectors combine)."""
-    for expression in expressions:
-        outcome = selector(expression).evaluate(device)
-        if not outcome.selected:
-            return outcome
-    return Outcome(True)

@@ -15,8 +15,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from migplan.operator.dra.cel import Device, Quantity, selects_all
+from migplan.operator.dra.cel import Device, Quantity
 from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice, capacities
+from migplan.operator.dra.helper import (
+    Budget,
+    BudgetSpent,
+    CelUnavailable,
+    CompileError,
+    Evaluator,
+    evaluator,
+)
 from migplan.planner.catalog import Catalog, GpuModel
 from migplan.planner.demand import profile_order
 from migplan.planner.errors import UnknownModelError
@@ -90,24 +98,38 @@ def _template_attributes(
     }
 
 
+class SelectorsUnusable(Exception):
+    """Selectors that cannot be evaluated this pass: they do not compile, the pass's CEL
+    time is spent, or the helper is unavailable. The message says which, not the text."""
+
+
 @dataclass
 class Candidates:
     """Per covered GPU model, the device each of its profiles would be."""
 
     by_model: dict[str, dict[str, Device]] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
+    evaluator: Evaluator = field(default_factory=evaluator)
 
     def profiles(self, selectors: tuple[str, ...]) -> tuple[list[str], list[str]]:
         """Profiles on any model that every selector selects, smallest first, and the
-        run-time errors met (an attribute the device lacks, ...)."""
+        run-time errors met (an attribute the device lacks, ...); raises SelectorsUnusable."""
+        shown = [(p, d) for devices in self.by_model.values() for p, d in devices.items()]
+        if not shown:
+            return [], []
+        try:
+            outcomes = self.evaluator.match(selectors, [d for _, d in shown], budget=self.budget)
+        except CompileError as exc:
+            raise SelectorsUnusable(f"a selector does not compile: {str(exc)[:200]}") from None
+        except (BudgetSpent, CelUnavailable) as exc:
+            raise SelectorsUnusable(str(exc)) from None
         chosen: set[str] = set()
         errors: list[str] = []
-        for devices in self.by_model.values():
-            for profile, device in devices.items():
-                outcome = selects_all(selectors, device)
-                if outcome.selected:
-                    chosen.add(profile)
-                elif outcome.error and outcome.error not in errors:
-                    errors.append(outcome.error)
+        for (profile, _), outcome in zip(shown, outcomes, strict=True):
+            if outcome.selected:
+                chosen.add(profile)
+            elif outcome.error and outcome.error not in errors:
+                errors.append(outcome.error)
         return sorted(chosen, key=profile_order), errors
 
 
@@ -191,7 +213,11 @@ class ClaimReader:
             self.notes.append(f"{where}: DeviceClass {request.get('deviceClassName')!r} not found")
             return None
         selectors = cls.selectors + _expressions(request.get("selectors"))
-        profiles, errors = self.candidates.profiles(selectors)
+        try:
+            profiles, errors = self.candidates.profiles(selectors)
+        except SelectorsUnusable as exc:
+            self.notes.append(f"{where}: skipped: {exc}")
+            return None
         if not profiles and errors:
             self.notes.append(f"{where}: selectors failed: {errors[0]}")
         return int(request.get("count", 1)), profiles
@@ -243,7 +269,11 @@ class ClaimReader:
             mapped = by_resource.get(resource)
             if mapped is None or quantity <= 0:
                 continue
-            profiles, _ = self.candidates.profiles(mapped.selectors)
+            try:
+                profiles, _ = self.candidates.profiles(mapped.selectors)
+            except SelectorsUnusable as exc:
+                self.notes.append(f"DeviceClass {mapped.name}: skipped: {exc}")
+                continue
             if profiles:
                 found.append(
                     ClaimRequest(

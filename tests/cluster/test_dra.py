@@ -172,3 +172,51 @@ def test_live_inventory_and_preview_on_a_dra_cluster(dra_nodes, tmp_path, capsys
     assert run(["preview", str(plan), "--cluster", str(saved), "-o", "json"]) == 0
     offline = json.loads(capsys.readouterr().out)
     assert offline["gpus"] == live["gpus"]
+
+
+LIST = "[" + ",".join(f"'{i:02d}'" for i in range(40)) + "]"
+COSTLY = f"{LIST}.all(a, {LIST}.all(b, {LIST}.all(c, a + b + c != '')))"
+"""Estimated cost 598,971, under the API server's 1,000,000: admitted, and once took
+cel-python 9-15 s per device."""
+
+
+def optional_claim(name: str, *selectors: str) -> list[dict]:
+    """A claim whose selectors the API server admits but cel-python could not evaluate."""
+    made = claimed_pod(name, "unused", node="dra-static")
+    made[0]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": s}} for s in selectors
+    ]
+    return made
+
+
+def test_selectors_read_as_the_scheduler_reads_them(dra_nodes) -> None:
+    # Optional syntax (#29 row 1) and a costly selector (row 3): the scheduler allocates the
+    # 1g.10gb one, and migplan reads the pending ones as demand without a note (the costly
+    # one within the pass's CEL budget, or a note would say it was spent). Runs last.
+    cp = dra_nodes
+    profile = "device.attributes['gpu.nvidia.com'].?profile.orValue('')"
+    apply(
+        cp,
+        *optional_claim("optional-1g", f"{profile} == '1g.10gb'"),
+        *optional_claim("optional-2g", f"{profile} == '2g.20gb'"),
+        *optional_claim("costly-7g", COSTLY, f"{profile} == '7g.80gb'"),
+    )
+    wait_for(lambda: pod_phase(cp, "optional-1g", namespace=NS) == "Running", "optional-1g")
+    for name in ("optional-2g", "costly-7g"):
+        wait_for(lambda n=name: unschedulable(cp, n, namespace=NS), f"{name} to wait")
+    snapshot = read_inventory(kube.connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
+    pending = {p.name: p for p in snapshot.inventory.pending_pods if p.namespace == NS}
+    assert [c.profiles for c in pending["optional-2g"].claims] == [("2g.20gb",)]
+    assert [c.profiles for c in pending["costly-7g"].claims] == [("7g.80gb",)]
+    assert "optional-1g" not in pending
+    assert not [n for n in snapshot.notes if "optional" in n or "costly" in n]
+    cp.kubectl(
+        "delete",
+        "pod,resourceclaim",
+        "-n",
+        NS,
+        "optional-1g",
+        "optional-2g",
+        "costly-7g",
+        "--wait=false",
+    )

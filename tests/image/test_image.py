@@ -92,6 +92,23 @@ def test_commands_answer_their_help(container: str, argv: list[str], says: str) 
     assert says in ran.stdout
 
 
+def test_dra_selectors_are_evaluated_by_the_helper_in_the_image(container: str) -> None:
+    # migplan-cel sits beside the image's python, where the operator looks for it.
+    ran = run_in(
+        container,
+        "python",
+        "-c",
+        "from migplan.operator.dra.cel import Device;"
+        "from migplan.operator.dra.helper import Budget, evaluator;"
+        "d = Device(driver='gpu.nvidia.com',"
+        " attributes={'gpu.nvidia.com': {'profile': '1g.10gb'}});"
+        "print(evaluator().match([\"device.attributes['gpu.nvidia.com'].?profile.orValue('')"
+        " == '1g.10gb'\"], [d], budget=Budget())[0].selected)",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "True"
+
+
 def test_preview_in_the_image_prints_the_same_plan_as_outside(container: str) -> None:
     inside = run_in(
         container,
