@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from migplan.operator.dra.devices import DeviceKind, slice_devices
+from migplan.operator.dra.helper import Budget
 from migplan.operator.dra.inventory import (
     DraState,
     claim_reader,
@@ -320,6 +321,32 @@ def test_unknown_classes_and_failing_selectors_are_noted() -> None:
     assert requests_of(pod("p", claims=refs), s) == []
     assert any("DeviceClass 'nope' not found" in n for n in s.notes)
     assert any("selectors failed" in n and "pcieRoot" in n for n in s.notes)
+
+
+def test_a_selector_that_cannot_be_evaluated_leaves_only_its_request_out() -> None:
+    # #29 row 1: one tenant's selector never fails the pass, and the note names the claim,
+    # not the tenant's expression.
+    secret = "device.attributes['gpu.nvidia.com'].profile == 'tenant-secret' &&"
+    claims = [
+        claim("broken", [exactly(secret)]),
+        claim("fine", [exactly(f"{PROFILE}.startsWith('1g.10')")]),
+    ]
+    s = state(claims=claims)
+    refs = [("a", "broken", None), ("b", "fine", None)]
+    (found,) = requests_of(pod("p", claims=refs), s)
+    assert (found.claim, found.profiles) == ("fine", ("1g.10gb", "1g.10gb+me"))
+    (note,) = [n for n in s.notes if "broken" in n]
+    assert "a selector does not compile" in note
+    assert "tenant-secret" not in note
+
+
+def test_a_spent_cel_budget_is_noted_and_the_pass_goes_on() -> None:
+    s = state(claims=[claim("late", [exactly(f"{PROFILE} == '2g.20gb'")])])
+    reader = claim_reader(s, nodes=[H100_NODE], catalog=CATALOG)
+    reader.candidates.budget = Budget(seconds=0)
+    p = pod("p", claims=[("a", "late", None)])
+    assert claim_requests(p, state=s, reader=reader, extended={}) == []
+    assert any("late" in n and "spent" in n for n in s.notes)
 
 
 def test_the_example_claim_is_either_or_demand_for_every_profile_with_20_gib() -> None:
