@@ -160,7 +160,7 @@ def assemble_plan(
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
         steps, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
-        evict = sorted({pod for inst, pod in gpu.pins.items() if inst in removed})
+        evict = gpu.holders(removed)
         if gpu.whole_gpu_pod and after:
             evict.append(gpu.whole_gpu_pod)
         # Built from typed data the planner made itself: construct without re-validation

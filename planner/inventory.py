@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
@@ -25,6 +25,8 @@ MAX_REQUEST = 1024
 MAX_NODES = 20_000
 """Four times the largest cluster Kubernetes supports (5,000 nodes)."""
 MAX_GPUS_PER_NODE = 64
+MAX_SHARERS = 256
+"""Pods one instance can serve at once: a ResourceClaim's reservedFor holds at most 256."""
 MAX_PENDING_PODS = 500_000
 """More than the 150,000 pods Kubernetes supports in one cluster."""
 MAX_WORKLOADS = 100_000
@@ -58,6 +60,13 @@ class GpuInfo(CamelModel):
     )
     whole_gpu_pod: PodName | None = Field(
         default=None, description="pod using the whole GPU (MIG disabled)"
+    )
+    shared_with: dict[
+        str, Annotated[tuple[PodName, ...], Field(min_length=1, max_length=MAX_SHARERS - 1)]
+    ] = Field(
+        default_factory=dict,
+        description="in-use instance -> the other pods using it (a ResourceClaim several pods "
+        "share): destroying the instance evicts them all",
     )
 
 
@@ -161,6 +170,16 @@ class GpuState:
     """In-use instances and the pod on each."""
     mig_enabled: bool = True
     whole_gpu_pod: str | None = None
+    sharers: Mapping[Instance, tuple[str, ...]] = field(default_factory=dict)
+    """In-use instances several pods share: the pods besides the one in `pins`."""
+
+    def holders(self, instances: Iterable[Instance]) -> list[str]:
+        """Every pod using any of `instances`, sorted: what destroying them evicts."""
+        chosen = set(instances)
+        return sorted(
+            {pod for inst, pod in self.pins.items() if inst in chosen}
+            | {pod for inst, pods in self.sharers.items() if inst in chosen for pod in pods}
+        )
 
     @property
     def name(self) -> str:
@@ -176,6 +195,7 @@ def _resolve_gpu(
         model = catalog.model(gpu.model)
         layout = Layout.parse(gpu.layout)
         pins = {Instance.parse(text): pod for text, pod in gpu.in_use.items()}
+        sharers = {Instance.parse(text): pods for text, pods in gpu.shared_with.items()}
     except MigplanInputError as exc:
         raise MigplanInputError(f"{where}: {exc}") from None
     if (model.model, layout) not in checked:  # a fleet repeats a few hundred layouts
@@ -191,6 +211,11 @@ def _resolve_gpu(
             raise MigplanInputError(
                 f"{where}: in-use instance {instance} is not in the current layout {layout}"
             )
+    for instance in sharers:
+        if instance not in pins:
+            raise MigplanInputError(
+                f"{where}: shared instance {instance} is not in use (sharedWith needs inUse)"
+            )
     if not gpu.mig_enabled and (layout or pins):
         raise MigplanInputError(f"{where}: MIG is disabled, so layout and inUse must be empty")
     if gpu.whole_gpu_pod and gpu.mig_enabled:
@@ -204,6 +229,7 @@ def _resolve_gpu(
         pins=pins,
         mig_enabled=gpu.mig_enabled,
         whole_gpu_pod=gpu.whole_gpu_pod,
+        sharers=sharers,
     )
 
 
@@ -224,7 +250,9 @@ def _check_pods_on_one_node(inventory: Inventory) -> None:
     where: dict[str, str] = {}
     for node in inventory.nodes:
         for gpu in node.gpus:
-            for pod in (*gpu.in_use.values(), *([gpu.whole_gpu_pod] if gpu.whole_gpu_pod else [])):
+            shared = [p for pods in gpu.shared_with.values() for p in pods]
+            whole = [gpu.whole_gpu_pod] if gpu.whole_gpu_pod else []
+            for pod in (*gpu.in_use.values(), *shared, *whole):
                 if where.setdefault(pod, node.name) != node.name:
                     raise MigplanInputError(
                         f"inventory: pod {pod} holds GPUs on two nodes, {where[pod]} and "

@@ -136,7 +136,7 @@ def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec) -> list[str]:
     }
     if policy.whole_gpu_rebuild and gp.operations and destroyed != set(gpu.layout.instances):
         problems.append("whole-GPU rebuild: a changed GPU must destroy every instance")
-    must_go = sorted({pod for inst, pod in gpu.pins.items() if inst in destroyed})
+    must_go = gpu.holders(destroyed)
     if gpu.whole_gpu_pod and after:
         must_go.append(gpu.whole_gpu_pod)
     if sorted(gp.evict) != sorted(must_go):

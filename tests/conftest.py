@@ -35,6 +35,7 @@ def gpu(catalog):
         pins: dict[str, str] | None = None,
         mig_enabled: bool = True,
         whole_gpu_pod: str | None = None,
+        sharers: dict[str, tuple[str, ...]] | None = None,
     ) -> GpuState:
         return GpuState(
             node=node,
@@ -45,6 +46,7 @@ def gpu(catalog):
             pins={Instance.parse(k): v for k, v in (pins or {}).items()},
             mig_enabled=mig_enabled,
             whole_gpu_pod=whole_gpu_pod,
+            sharers={Instance.parse(k): v for k, v in (sharers or {}).items()},
         )
 
     return make

@@ -37,13 +37,24 @@ PER_DEVICE = frozenset({"uuid", "parentUUID", "pcieBusID", "index", "minor", "pc
 
 @dataclass(frozen=True)
 class Held:
-    """A MIG instance an allocated claim holds, and the pod using it."""
+    """A MIG instance an allocated claim holds, and the pods using it (several where pods
+    share the claim)."""
 
     node: str
     gpu_uuid: str | None
     gpu_minor: int | None
     instance: Instance
-    pod: str
+    pods: tuple[str, ...]
+
+    @property
+    def pod(self) -> str:
+        """The first pod: the one the inventory names as the instance's user."""
+        return self.pods[0]
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        """The pods besides the first: destroying the instance evicts them too."""
+        return self.pods[1:]
 
 
 def _pods_of(claim: Mapping[str, Any]) -> list[str]:
@@ -72,7 +83,7 @@ def held_instances(
             if device is None or device.instance is None:
                 continue
             uuid = device.parent_uuid or gpu_uuid.get((device.node, device.minor))
-            held.append(Held(device.node, uuid, device.minor, device.instance, pods[0]))
+            held.append(Held(device.node, uuid, device.minor, device.instance, tuple(pods)))
     return held
 
 

@@ -90,13 +90,17 @@ def with_held(nodes: Sequence[NodeInfo], held: Sequence[Held]) -> list[NodeInfo]
         for gpu in node.gpus:
             layout = set(Layout.parse(gpu.layout).instances) if gpu.layout != "-" else set()
             in_use = dict(gpu.in_use)
+            shared = dict(gpu.shared_with)
             for h in mine:
                 same = (
                     h.gpu_uuid == gpu.uuid if h.gpu_uuid and gpu.uuid else h.gpu_minor == gpu.index
                 )
                 if same and h.instance in layout:
-                    in_use.setdefault(str(h.instance), h.pod)
-            gpus.append(gpu.model_copy(update={"in_use": in_use}))
+                    first = in_use.setdefault(str(h.instance), h.pod)
+                    others = tuple(p for p in h.pods if p != first)
+                    if others:
+                        shared[str(h.instance)] = others
+            gpus.append(gpu.model_copy(update={"in_use": in_use, "shared_with": shared}))
         result.append(node.model_copy(update={"gpus": tuple(gpus)}))
     return result
 
@@ -132,6 +136,7 @@ def nodes_from_slices(
                 uuid=d.uuid if d.kind is DeviceKind.GPU else d.parent_uuid,
                 layout=str(Layout.of([h.instance for h in mine])),
                 in_use={str(h.instance): h.pod for h in mine},
+                shared_with={str(h.instance): h.others for h in mine if h.others},
             )
         except (ValidationError, ValueError) as exc:
             why = why_invalid(exc) if isinstance(exc, ValidationError) else str(exc)

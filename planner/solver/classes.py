@@ -7,8 +7,8 @@ the same MIG state differ only in where they sit; node-level costs are handled s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from migplan.planner.catalog import GpuModel
 from migplan.planner.inventory import GpuState
@@ -24,6 +24,8 @@ class ClassKey:
     pins: tuple[str, ...]
     mig_enabled: bool
     whole_gpu_used: bool
+    shared: tuple[tuple[str, int], ...] = ()
+    """In-use instances several pods share, with how many pods besides the first."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,12 @@ class GpuClass:
     mig_enabled: bool
     whole_gpu_used: bool
     gpus: tuple[GpuState, ...]
+    sharers: Mapping[Instance, int] = field(default_factory=dict)
+    """Pods besides the first on an in-use instance (a shared ResourceClaim)."""
+
+    def pods_on(self, instances: Iterable[Instance]) -> int:
+        """Pods using `instances` on one GPU of the class: what dropping them evicts."""
+        return sum(1 + self.sharers.get(i, 0) for i in instances if i in self.pins)
 
     @property
     def size(self) -> int:
@@ -52,6 +60,7 @@ def class_key(gpu: GpuState) -> ClassKey:
         pins=tuple(sorted(str(i) for i in gpu.pins)),
         mig_enabled=gpu.mig_enabled,
         whole_gpu_used=gpu.whole_gpu_pod is not None,
+        shared=tuple(sorted((str(i), len(pods)) for i, pods in gpu.sharers.items())),
     )
 
 
@@ -72,6 +81,7 @@ def group_gpus(gpus: Sequence[GpuState]) -> list[GpuClass]:
                 mig_enabled=first.mig_enabled,
                 whole_gpu_used=first.whole_gpu_pod is not None,
                 gpus=tuple(sorted(members[key], key=lambda g: (g.node, g.index))),
+                sharers={i: len(pods) for i, pods in first.sharers.items()},
             )
         )
     return classes

@@ -52,7 +52,8 @@ def score(
         ops, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
         if not ops:
             continue
-        evictions += sum(1 for i in gpu.pins if i in removed) + (1 if gpu.whole_gpu_pod else 0)
+        evictions += sum(1 + len(gpu.sharers.get(i, ())) for i in gpu.pins if i in removed)
+        evictions += 1 if gpu.whole_gpu_pod else 0
         changed += 1
         nodes.add(gpu.node)
         steps += len(ops)

@@ -162,13 +162,13 @@ def _routes(
         if pins and not may_evict:
             return []
         recreatable = tuple(i for i in cls.current.instances if i.profile in relevant - new)
-        return [(PoolKey(model, (), recreatable), len(pins))]
+        return [(PoolKey(model, (), recreatable), cls.pods_on(pins))]
     # Free instances of other profiles add no supply: targets need not keep them.
     may_keep = tuple(i for i in free if i.profile in relevant - new)
     if not may_evict:
         return [(PoolKey(model, pins, may_keep), 0)]
     return [
-        (PoolKey(model, kept, may_keep), len(pins) - size)
+        (PoolKey(model, kept, may_keep), cls.pods_on(set(pins) - set(kept)))
         for size in range(len(pins), -1, -1)
         for kept in combinations(pins, size)
     ]

@@ -209,3 +209,33 @@ def test_a_bundle_pod_needs_one_node_with_all_its_instances(gpu, bundle) -> None
     )
     found = problems_of(claimed, gpus, demand, PolicySpec())
     assert any("one node each, the targets host 0" in str(p) for p in found), found
+
+
+def test_destroying_a_shared_instance_evicts_every_pod_sharing_it(gpu, want) -> None:
+    # A ResourceClaim reserved for several pods: all of them use the instance (#29, reading).
+    shared = {"1g.10gb@3": ("ns/b", "ns/c")}
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@3", pins={"1g.10gb@3": "ns/a"}, sharers=shared),
+        gpu("H100-80GB", "-", index=1),
+    ]
+    result = plan(gpus, [want("4g.40gb", 2)], EVICT)
+    (changed,) = [g for g in result.gpus if g.gpu == 0]
+    assert sorted(changed.evict) == ["ns/a", "ns/b", "ns/c"]
+    assert result.summary.evictions == 3
+    only_first = tamper_gpu(result, 0, evict=("ns/a",))
+    found = problems_of(only_first, gpus, [want("4g.40gb", 2)], EVICT)
+    assert any("needs exactly ['ns/a', 'ns/b', 'ns/c']" in str(p) for p in found), found
+
+
+def test_the_planner_would_rather_evict_one_pod_than_three(gpu, want) -> None:
+    gpus = [
+        gpu(
+            "H100-80GB",
+            "1g.10gb@3",
+            pins={"1g.10gb@3": "ns/a"},
+            sharers={"1g.10gb@3": ("ns/b", "ns/c")},
+        ),
+        gpu("H100-80GB", "1g.10gb@3", index=1, pins={"1g.10gb@3": "ns/d"}),
+    ]
+    result = plan(gpus, [want("4g.40gb", 1)], EVICT)
+    assert [sorted(g.evict) for g in result.gpus if g.evict] == [["ns/d"]]

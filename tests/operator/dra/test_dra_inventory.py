@@ -20,7 +20,7 @@ from migplan.operator.dra.inventory import (
 )
 from migplan.operator.sim.dra_slices import Format, PublishedGpu, resource_slices
 from migplan.planner.catalog import default_catalog
-from migplan.planner.inventory import GpuInfo, NodeInfo
+from migplan.planner.inventory import GpuInfo, NodeInfo, resolve_node
 from migplan.planner.layout import Instance
 
 CATALOG = default_catalog()
@@ -165,6 +165,19 @@ def test_instances_claims_hold_are_in_use_by_their_pods(form, big: str, small: s
     slices = static_node(form) + dynamic_node(form)
     (node,) = with_held([H100_NODE], state(claims=[held, unreserved], slices=slices).held())
     assert node.gpus[0].in_use == {"3g.40gb@4": "ml/trainer", "1g.10gb@0": "ml/later"}
+
+
+def test_a_claim_several_pods_share_names_them_all() -> None:
+    # Only the first reservedFor pod was named: destroying the instance evicted one of three.
+    shared = claim(
+        "shared", [exactly()], allocated=[("node-a", "gpu-0-mig-3g40gb-9-4")], pods=["a", "b", "c"]
+    )
+    s = state(claims=[shared], slices=static_node() + dynamic_node())
+    (node,) = with_held([H100_NODE], s.held())
+    assert node.gpus[0].in_use == {"3g.40gb@4": "ml/a"}
+    assert node.gpus[0].shared_with == {"3g.40gb@4": ("ml/b", "ml/c")}
+    (gpu,) = resolve_node(node, CATALOG)
+    assert gpu.holders(gpu.layout.instances) == ["ml/a", "ml/b", "ml/c"]
 
 
 def test_the_current_static_name_is_the_slot_name_and_only_uuid_tells_them_apart() -> None:
