@@ -55,7 +55,7 @@ def operator(
             "the NetworkPolicy deploy/ ships). kubernetes: callers whose bearer token the API "
             "server accepts (TokenReview) and whom RBAC lets get the non-resource URL /metrics "
             "(SubjectAccessReview); needs the system:auth-delegator role "
-            "(deploy/components/metrics-auth).",
+            "(deploy/ and the chart run this way by default).",
         ),
     ] = MetricsAuth.none,
     tick: Annotated[

@@ -32,6 +32,10 @@ VARIANTS = {
     "deploy": (ROOT / "deploy", ()),
     "deploy/gpu-operator": (ROOT / "deploy" / "gpu-operator", ("gpuOperator.enabled=true",)),
     "everything": (ROOT / "tests" / "cluster" / "overlays" / "everything", EVERYTHING),
+    "metrics-open": (
+        ROOT / "tests" / "cluster" / "overlays" / "metrics-open",
+        ("operator.metricsAuth=none",),
+    ),
 }
 
 

@@ -123,7 +123,7 @@ AGENT_MAY = [
     ("delete", "pods", "gpu-operator"),  # components/gpu-operator; the policy narrows it
     ("delete", "pods", "nvidia-dra-driver-gpu"),  # components/nvidia-dra-driver; likewise
     ("list", "resourceslices.resource.k8s.io", None),
-    ("create", "events", "default"),
+    ("get", "pods", None),  # an evicted pod's UID
 ]
 AGENT_MUST_NOT = [
     ("patch", "nodes", None),
@@ -135,6 +135,13 @@ AGENT_MUST_NOT = [
     ("create", "pods", "gpu-operator"),
     ("create", "resourceslices.resource.k8s.io", None),
     ("list", "resourceclaims.resource.k8s.io", None),
+    # #29 from reading: it listed every pod and could post events in any namespace.
+    ("list", "pods", None),
+    ("watch", "pods", None),
+    ("list", "pods", "default"),
+    ("create", "events", "default"),
+    ("create", "events", "kube-system"),
+    ("list", "nodes", None),
 ]
 
 
@@ -314,11 +321,25 @@ def test_without_the_components_the_operator_cannot_touch_the_gpu_operator(
 ) -> None:
     kinds = {(d["kind"], d["metadata"]["name"]) for d in rendered(deployed, ROOT / "deploy")}
     assert ("Role", "migplan-operator-mig-config") not in kinds
-    assert ("ClusterRoleBinding", "migplan-operator-auth-delegator") not in kinds
-    operator_args = next(
-        d for d in rendered(deployed, ROOT / "deploy") if d["kind"] == "Deployment"
-    )["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert not any(a.startswith("--metrics-auth") for a in operator_args)
+
+
+def operator_args(cp, where: Path) -> list[str]:
+    deployment = next(d for d in rendered(cp, where) if d["kind"] == "Deployment")
+    return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_metrics_answer_only_callers_rbac_allows_unless_opened(deployed) -> None:
+    # #29 from reading: the chart's default let anyone the NetworkPolicy admits scrape.
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in rendered(deployed, ROOT / "deploy")}
+    assert ("ClusterRoleBinding", "migplan-operator-auth-delegator") in kinds
+    assert "--metrics-auth=kubernetes" in operator_args(deployed, ROOT / "deploy")
+    opened = ROOT / "tests" / "cluster" / "overlays" / "metrics-open"
+    assert not any(a.startswith("--metrics-auth") for a in operator_args(deployed, opened))
+    assert not any(
+        d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("auth-delegator")
+        for d in rendered(deployed, opened)
+    )
+    assert can(deployed, OPERATOR, "create", "tokenreviews.authentication.k8s.io", None)
 
 
 def pod_from(
