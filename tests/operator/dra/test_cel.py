@@ -219,3 +219,21 @@ def test_versions_order_pre_releases_first() -> None:
     assert SemVer.parse("1.2.3-rc.1").text() == "1.2.3-rc.1"
     with pytest.raises(ValueError, match="not a semantic version"):
         SemVer.parse("1.2")
+
+
+def test_compiled_selectors_are_held_within_a_memory_bound() -> None:
+    # #29 row 7: cel-python's compile cache grew ~4 MiB per 10 KiB selector, past the
+    # operator's 1 GiB. The helper keeps 128 compiled selectors: 600 distinct ones of ~10 KiB
+    # leave it under 160 MiB (~95 MiB measured; ~300 MiB with an unbounded cache).
+    found = Evaluator()
+    try:
+        for n in range(600):
+            names = " || ".join(f"device.driver == 'x{n}-{i:04d}.example.com'" for i in range(230))
+            assert 9 * 1024 < len(names) <= 10 * 1024
+            found.match([names], [MIG], budget=Budget())
+        assert found._proc is not None
+        status = Path(f"/proc/{found._proc.pid}/status").read_text()
+        peak_kib = next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM"))
+        assert peak_kib < 160 * 1024, peak_kib
+    finally:
+        found.close()
