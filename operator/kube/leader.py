@@ -44,7 +44,7 @@ class Leadership:
         self.leading = threading.Event()
         self._on_lead = on_lead
         self._on_lost = on_lost or _exit_now
-        lock = LeaseLock(name, namespace, identity)
+        lock = _ObservedLock(name, namespace, identity)
         lock.api_instance = client.CoordinationV1Api(api)  # not the library's default client
         self._config = electionconfig.Config(
             lock=lock,
@@ -69,6 +69,20 @@ class Leadership:
         """Campaign (and, once leading, renew) until the process ends."""
         election = leaderelection.LeaderElection(self._config)
         threading.Thread(target=election.run, name="migplan-leader", daemon=True).start()
+
+
+class _ObservedLock(LeaseLock):
+    """The library's Lease lock, saying once per leader whom this replica follows."""
+
+    _followed: str | None = None
+
+    def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        found, record = super().get(name, namespace)
+        holder = getattr(record, "holder_identity", None) if found else None
+        if holder and holder != self.identity and holder != self._followed:
+            self._followed = holder
+            log.info("following", leader=holder, identity=self.identity)
+        return found, record
 
 
 def _exit_now() -> None:

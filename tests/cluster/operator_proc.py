@@ -108,6 +108,10 @@ class OperatorProcess(subprocess.Popen):
         for line in self.stdout:
             self._lines.append(line)
 
+    def output(self) -> str:
+        """What it has written so far."""
+        return "".join(list(self._lines))
+
     def communicate(self, input=None, timeout=None):
         self.wait(timeout=timeout)
         self._drain.join(timeout=10)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from nodes import gpu_node, mig_pod
@@ -49,8 +48,10 @@ def test_mig_pod_lands_only_on_a_node_that_offers_the_profile(control_plane) -> 
     )
     assert pod["spec"]["nodeName"] == "gpu-h"
     apply(cp, mig_pod("wants-2g", profile="2g.24gb"))
-    time.sleep(3)
-    stuck = get(cp, "pod", "wants-2g")
+    stuck = wait_for(
+        lambda: (p := get(cp, "pod", "wants-2g"))["status"].get("conditions") and p,
+        "the scheduler to decide about wants-2g",
+    )
     assert stuck["status"]["phase"] == "Pending"
     [condition] = [c for c in stuck["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert condition["reason"] == "Unschedulable"

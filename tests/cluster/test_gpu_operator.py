@@ -187,27 +187,36 @@ COMPONENTS = {
 
 class PodDeletions:
     """Records (time received, app, node) of every pod deleted in the GPU Operator's
-    namespace while it runs."""
+    namespace while it runs: watched from the resourceVersion of a list made on entry, so
+    nothing deleted after entry is missed however late the watch opens."""
 
     def __init__(self, api) -> None:
         self.seen: list[tuple[float, str, str]] = []
         self._api = api
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._since = ""
 
     def _watch(self) -> None:
         stream = watch.Watch()
         core = k8s.CoreV1Api(self._api)
         while not self._stop.is_set():
-            for event in stream.stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=2):
+            for event in stream.stream(
+                core.list_namespaced_pod,
+                NAMESPACE,
+                resource_version=self._since,
+                timeout_seconds=2,
+            ):
                 pod = event["object"]
+                self._since = pod.metadata.resource_version  # the next watch goes on from here
                 if event["type"] == "DELETED":
                     app = (pod.metadata.labels or {}).get("app", "")
                     self.seen.append((time.time(), app, pod.spec.node_name or ""))
 
     def __enter__(self) -> PodDeletions:
+        listed = k8s.CoreV1Api(self._api).list_namespaced_pod(NAMESPACE)
+        self._since = listed.metadata.resource_version
         self._thread.start()
-        time.sleep(1)  # the watch is open before anything is deleted
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -264,7 +273,7 @@ def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, 
     try:
         for node in nodes:
             wait_for(lambda n=node: len(running_pods(cp, n)) == 3, f"components on {node}")
-        before_b = running_pods(cp, "rc-b")
+        before_a, before_b = running_pods(cp, "rc-a"), running_pods(cp, "rc-b")
         kube.apply_node_partition(api, body=partition("rc-a", "3g.40gb@0+3g.40gb@4"))
         with PodDeletions(api) as deletions:
             # A failing CDI command fails the pass and restarts nothing ...
@@ -273,8 +282,8 @@ def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, 
             ready = next(c for c in status.conditions if c.type == "Ready")
             assert ready.reason == "ComponentsNotRestarted"
             assert "CDI command false exited 1" in ready.message
-            time.sleep(1)
-            assert deletions.seen == []
+            # The agent deletes synchronously: had it deleted any, they would be gone now.
+            assert running_pods(cp, "rc-a") == before_a
             # ... and the next pass, with a working one, restarts them.
             restarter.cdi_command = [
                 sys.executable,
@@ -282,7 +291,7 @@ def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, 
                 f"import pathlib, time; pathlib.Path({str(marker)!r}).write_text(str(time.time()))",
             ]
             status = agent.run_once()
-            time.sleep(1)
+            wait_for(lambda: len(deletions.seen) >= 3, "the watch to see three deletions", 30)
         assert status.phase == "Applied", status
         ready = next(c for c in status.conditions if c.type == "Ready")
         assert "GFD's labels agree" in ready.message

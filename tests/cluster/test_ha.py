@@ -34,6 +34,14 @@ def holder(cp) -> str | None:
     return json.loads(found.stdout)["spec"].get("holderIdentity") if found.returncode == 0 else None
 
 
+def following(proc) -> str | None:
+    """Whom the operator said it follows (its first "following" log line), if it has."""
+    for line in proc.output().splitlines():
+        if line.startswith("{") and '"following"' in line:
+            return json.loads(line)["leader"]
+    return None
+
+
 def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_kubeconfig) -> None:
     cp = crds
     fleet = build_pool(cp, "ha", {"ha-a": "1g.10gb@0", "ha-b": "1g.10gb@6"})
@@ -47,7 +55,9 @@ def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_k
             lambda: (h := holder(cp)) and h.endswith(f"-{leader.pid}"), "the first to lead", 30
         )
         follower = start_operator(cp, kubeconfig=operator_kubeconfig, extra_args=elect)
-        time.sleep(3)  # the follower is campaigning
+        # The follower has read the Lease and follows: the leader keeps it.
+        followed = wait_for(lambda: following(follower), "the follower to campaign", 30)
+        assert followed.endswith(f"-{leader.pid}")
         assert holder(cp).endswith(f"-{leader.pid}")
         apply(cp, make_plan("ha", "ha", window=ALWAYS_OPEN))
         node = wait_for(lambda: in_hand(cp, "ha"), "a node in hand", timeout=60)

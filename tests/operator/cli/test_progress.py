@@ -21,7 +21,10 @@ def test_a_long_pass_prints_the_step_under_way_then_each_next_step() -> None:
     with StderrProgress(stream=out, quiet=0.05) as progress:
         progress("reading")
         progress("solving stage 1")
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while not out.getvalue() and time.monotonic() < deadline:  # the quiet time's timer
+            time.sleep(0.01)
+        assert out.getvalue(), "the step under way was not printed after the quiet time"
         progress("solving stage 2")
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
