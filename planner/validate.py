@@ -337,6 +337,14 @@ def validate(
     """Raise InvalidPlanError listing every problem of `plan`; return quietly if it is sound."""
     problems = problems_of(plan, gpus, demand, policy)
     if problems:
-        listed = "; ".join(map(str, problems[:5]))
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise InvalidPlanError(f"invalid plan: {listed}{more}")
+        raise InvalidPlanError(f"invalid plan: {listing(problems)}")
+
+
+SHOWN = 5
+"""Problems an InvalidPlanError names; the rest are counted."""
+
+
+def listing(problems: Sequence[Problem]) -> str:
+    """The first SHOWN problems joined by `; `, and how many more there are."""
+    more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
+    return "; ".join(map(str, problems[:SHOWN])) + more

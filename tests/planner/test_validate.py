@@ -239,3 +239,174 @@ def test_the_planner_would_rather_evict_one_pod_than_three(gpu, want) -> None:
     ]
     result = plan(gpus, [want("4g.40gb", 1)], EVICT)
     assert [sorted(g.evict) for g in result.gpus if g.evict] == [["ns/d"]]
+
+
+# ---- one broken plan per rule (#35): each fails without the rule it names -------------------
+
+
+def test_a_plan_for_other_gpus_is_refused(case) -> None:
+    gpus, demand, result = case
+    moved = tamper_gpu(result, 0, node="elsewhere")
+    found = problems_of(moved, gpus, demand, EVICT)
+    assert [p.where for p in found] == ["plan"]
+    assert "covers GPUs [('elsewhere', 0), ('b', 0)]" in str(found[0])
+
+
+@pytest.mark.parametrize("before", ["7g.80gb@0", "-"])
+def test_a_plan_that_misreads_the_current_layout_is_refused(case, before) -> None:
+    gpus, demand, result = case
+    found = problems_of(tamper_gpu(result, 0, before=before), gpus, demand, EVICT)
+    assert any(f"plan says H100-80GB {before}, inventory has" in str(p) for p in found), found
+
+
+def test_allowed_profiles_bind_new_instances_only(gpu, want) -> None:
+    # Destroying an instance of an excluded profile is fine; creating one is not.
+    gpus = [gpu("H100-80GB", "1g.10gb@3"), gpu("H100-80GB", "1g.10gb@0", index=1)]
+    demand = [want("7g.80gb", 1)]
+    only_7g = PolicySpec(allowed_profiles={"H100-80GB": ("7g.80gb",)})
+    result = plan(gpus, demand, only_7g)
+    assert [g.after for g in result.gpus].count("7g.80gb@0") == 1
+    assert problems_of(result, gpus, demand, only_7g) == []
+    changed = next(i for i, g in enumerate(result.gpus) if g.operations)
+    sneaked = tamper_gpu(
+        result,
+        changed,
+        after="1g.10gb@0",
+        operations=(
+            *result.gpus[changed].operations[:2],  # destroy what was there
+            op("create-gi", "1g.10gb@0"),
+            op("create-ci", "1g.10gb@0"),
+        ),
+    )
+    found = problems_of(sneaked, gpus, demand, only_7g)
+    assert any("1g.10gb@0 uses a profile policy.allowedProfiles excludes" in str(p) for p in found)
+
+
+def test_enable_mig_comes_first_on_a_gpu_with_mig_off(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "-", mig_enabled=False)]
+    demand = [want("3g.40gb", 1)]
+    result = plan(gpus, demand, PolicySpec())
+    ops = result.gpus[0].operations
+    assert ops[0].kind is OperationKind.ENABLE_MIG
+    assert problems_of(result, gpus, demand, PolicySpec()) == []
+    late = tamper_gpu(result, 0, operations=(*ops[1:2], ops[0], *ops[2:]))
+    found = problems_of(late, gpus, demand, PolicySpec())
+    assert any("enable-mig must come first" in str(p) for p in found), found
+    assert any("MIG is not enabled" in str(p) for p in found), found
+
+
+def test_more_results_than_demand_items_is_refused(case) -> None:
+    gpus, demand, result = case
+    doubled = result.model_copy(update={"demand": result.demand * 2})
+    found = problems_of(doubled, gpus, demand, EVICT)
+    assert [str(p) for p in found] == ["demand: 2 results for 1 items"]
+
+
+@pytest.mark.parametrize(
+    "changes", [{"profile": "1g.10gb"}, {"requested": 0}, {"alternatives": ("3g.40gb",)}]
+)
+def test_a_result_for_another_demand_item_is_refused(case, changes) -> None:
+    gpus, demand, result = case
+    other = result.model_copy(update={"demand": (result.demand[0].model_copy(update=changes),)})
+    found = problems_of(other, gpus, demand, EVICT)
+    assert any("does not match the demand item it reports" in str(p) for p in found), found
+
+
+def test_met_above_requested_is_refused(case) -> None:
+    gpus, demand, result = case
+    over = result.model_copy(update={"demand": (result.demand[0].model_copy(update={"met": 2}),)})
+    found = problems_of(over, gpus, demand, EVICT)
+    assert any("met 2 of 1" in str(p) for p in found), found
+
+
+def test_a_whole_gpu_rebuild_destroys_every_instance(gpu, want) -> None:
+    rebuild = PolicySpec(whole_gpu_rebuild=True)
+    gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1")]
+    demand = [want("2g.20gb", 1)]
+    result = plan(gpus, demand, rebuild)
+    assert problems_of(result, gpus, demand, rebuild) == []
+    partial = tamper_gpu(
+        result,
+        0,
+        after="1g.10gb@0+2g.20gb@2",
+        operations=(
+            op("destroy-ci", "1g.10gb@1"),
+            op("destroy-gi", "1g.10gb@1"),
+            op("create-gi", "2g.20gb@2"),
+            op("create-ci", "2g.20gb@2"),
+        ),
+    )
+    found = problems_of(partial, gpus, demand, rebuild)
+    assert any(
+        "whole-GPU rebuild: a changed GPU must destroy every instance" in str(p) for p in found
+    )
+    assert not problems_of(partial, gpus, demand, PolicySpec())
+
+
+@pytest.mark.parametrize(("limit", "refused"), [(1, False), (0, True)])
+def test_change_limits_at_their_bound(case, limit, refused) -> None:
+    gpus, demand, result = case
+    assert result.summary.gpus_changed == result.summary.nodes_touched == 1
+    for policy, says in (
+        (PolicySpec(disruption=Disruption.EVICT, max_gpus_changed=limit), "maxGpusChanged"),
+        (PolicySpec(disruption=Disruption.EVICT, max_nodes_changed=limit), "maxNodesChanged"),
+    ):
+        found = problems_of(result, gpus, demand, policy)
+        assert any(says in str(p) for p in found) is refused, found
+
+
+def test_two_nodes_changed_under_max_nodes_changed_one(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "-", node="a"), gpu("H100-80GB", "-", node="b")]
+    demand = [want("7g.80gb", 2)]
+    result = plan(gpus, demand, PolicySpec())
+    assert result.summary.nodes_touched == 2
+    one = PolicySpec(max_nodes_changed=1)
+    found = problems_of(result, gpus, demand, one)
+    assert any("2 nodes change, maxNodesChanged is 1" in str(p) for p in found), found
+
+
+def test_free_demand_cannot_be_met_by_instances_in_use(gpu, want) -> None:
+    # total - pinned: one in use, one free -> 1 free; all in use -> 0 free.
+    frozen = PolicySpec(max_gpus_changed=0)
+    for layout, pins, free in (
+        ("1g.10gb@0+1g.10gb@1", {"1g.10gb@0": "ns/a"}, 1),
+        ("1g.10gb@0", {"1g.10gb@0": "ns/a"}, 0),
+    ):
+        gpus = [gpu("H100-80GB", layout, pins=pins)]
+        demand = [want("1g.10gb", 2)]
+        result = plan(gpus, demand, frozen)
+        assert result.demand[0].met == free
+        claimed = result.model_copy(
+            update={"demand": (result.demand[0].model_copy(update={"met": free + 1}),)}
+        )
+        found = problems_of(claimed, gpus, demand, frozen)
+        assert any(f"the targets provide {free}" in str(p) for p in found), found
+
+
+def test_an_equally_weighted_allocation_is_as_good(gpu, want) -> None:
+    # One free instance, two items of equal weight: either may have it.
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0")]
+    demand = [want("1g.6gb", 1), want("1g.6gb", 1, alternatives=("2g.12gb",))]
+    result = plan(gpus, demand, frozen)
+    assert sorted(r.met for r in result.demand) == [0, 1]
+    first, second = result.demand
+    swapped = result.model_copy(
+        update={
+            "demand": (
+                first.model_copy(update={"met": second.met}),
+                second.model_copy(update={"met": first.met, "served": {"1g.6gb": first.met}}),
+            )
+        }
+    )
+    assert problems_of(swapped, gpus, demand, frozen) == []
+
+
+@pytest.mark.parametrize(("count", "tail"), [(5, ""), (6, " (and 1 more)"), (7, " (and 2 more)")])
+def test_an_invalid_plan_error_names_five_problems_and_counts_the_rest(count, tail) -> None:
+    from migplan.planner.validate import Problem, listing
+
+    problems = [Problem(f"gpu-{n}", "wrong") for n in range(count)]
+    text = listing(problems)
+    assert text.endswith(f"gpu-4: wrong{tail}")
+    assert text.count("wrong") == 5
