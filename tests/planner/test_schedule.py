@@ -30,6 +30,7 @@ def at(text: str) -> datetime:
         ("2026-11-21T02:59:59", True),
         ("2026-11-21T03:00:00", False),  # two hours later it is closed
         ("2026-11-22T01:30:00", False),  # Sunday
+        ("2026-11-21T00:59:59.500000", False),  # half a second before it opens
     ],
 )
 def test_window_open_in_its_time_zone(now, is_open) -> None:
@@ -69,3 +70,22 @@ def test_timestamps_round_trip() -> None:
     moment = at("2026-11-22T10:07:03")
     assert timestamp(moment) == "2026-11-22T10:07:03Z"
     assert parse_timestamp(timestamp(moment)) == moment
+
+
+def test_overlapping_windows_are_open_the_second_before_the_next_starts() -> None:
+    # Hourly windows of two hours: at 00:59:59 the one from 00:00 is open (till 02:00).
+    hourly = WindowSpec(start="0 * * * *", duration="2h")
+    state = window_state(hourly, at("2026-11-22T00:59:59"))
+    assert state.open
+    assert state.closes_at == at("2026-11-22T02:00:00")
+
+
+def test_a_run_missed_long_ago_is_due() -> None:
+    assert is_due("0 2 * * *", last=at("2026-11-20T03:00:00"), now=at("2026-11-22T10:00:00"))
+
+
+def test_window_states_are_values() -> None:
+    when = at("2026-11-21T01:30:00")
+    assert (
+        len({window_state(SATURDAY_2AM_BERLIN, when), window_state(SATURDAY_2AM_BERLIN, when)}) == 1
+    )
