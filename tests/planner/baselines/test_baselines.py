@@ -1,0 +1,132 @@
+"""The baselines on their own: each does what the peer it stands for does (#35: only
+"planner >= baselines" was asserted, so a baseline could get worse unnoticed)."""
+
+from __future__ import annotations
+
+from migplan.planner.assemble import gpu_key
+from migplan.planner.baselines.first_fit import first_fit_targets
+from migplan.planner.baselines.greedy import greedy_targets
+from migplan.planner.baselines.static import static_targets
+
+
+def layouts(targets) -> dict[tuple[str, int], str]:
+    return {key: str(layout) for key, layout in targets.items()}
+
+
+# ---- first-fit ------------------------------------------------------------------------------
+
+
+def test_first_fit_serves_the_higher_priority_first(gpu, want) -> None:
+    # A30: four 1g.6gb at priority 1 or one 4g.24gb at priority 5 (weighted 4 against 20).
+    gpus = [gpu("A30")]
+    targets = first_fit_targets(gpus, [want("1g.6gb", 4), want("4g.24gb", 1, priority=5)])
+    assert layouts(targets) == {("node-1", 0): "4g.24gb@0"}
+
+
+def test_first_fit_takes_the_smaller_profile_first_at_one_priority(gpu, want) -> None:
+    gpus = [gpu("H100-80GB")]
+    targets = first_fit_targets(gpus, [want("7g.80gb", 1), want("1g.10gb", 1)])
+    assert layouts(targets) == {("node-1", 0): "1g.10gb@0"}
+
+
+def test_first_fit_fills_gpus_in_node_and_index_order_at_the_lowest_start(gpu, want) -> None:
+    gpus = [
+        gpu("H100-80GB", node="b"),
+        gpu("H100-80GB", "1g.10gb@0", node="a", index=1, pins={"1g.10gb@0": "ns/p"}),
+        gpu("H100-80GB", "7g.80gb@0", node="a", index=0, pins={"7g.80gb@0": "ns/q"}),
+    ]
+    targets = first_fit_targets(gpus, [want("2g.20gb", 2)])
+    assert layouts(targets) == {("a", 1): "1g.10gb@0+2g.20gb@2+2g.20gb@4"}
+
+
+def test_first_fit_uses_free_instances_and_never_destroys(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", pins={"1g.10gb@0": "ns/p"})]
+    assert first_fit_targets(gpus, [want("1g.10gb", 1)]) == {}
+    grown = first_fit_targets(gpus, [want("1g.10gb", 2)])
+    assert layouts(grown) == {("node-1", 0): "1g.10gb@0+1g.10gb@1+1g.10gb@2"}
+    assert first_fit_targets(gpus, [want("7g.80gb", 1)]) == {}
+
+
+def test_first_fit_leaves_a_whole_gpu_pods_gpu_alone(gpu, want) -> None:
+    gpus = [
+        gpu("H100-80GB", node="a", mig_enabled=False, whole_gpu_pod="ns/whole"),
+        gpu("H100-80GB", node="b"),
+    ]
+    assert layouts(first_fit_targets(gpus, [want("3g.40gb", 1)])) == {("b", 0): "3g.40gb@0"}
+
+
+def test_first_fit_goes_on_to_later_gpus_for_a_profile_that_no_longer_fits(gpu, want) -> None:
+    gpus = [gpu("A30", node="a"), gpu("A30", node="b")]
+    targets = first_fit_targets(gpus, [want("2g.12gb", 3), want("1g.6gb", 2)])
+    assert layouts(targets) == {
+        ("a", 0): "1g.6gb@0+1g.6gb@1+2g.12gb@2",
+        ("b", 0): "2g.12gb@0+2g.12gb@2",
+    }
+
+
+# ---- greedy (nos) ---------------------------------------------------------------------------
+
+
+def test_greedy_picks_the_geometry_that_supplies_the_most_missing_demand(gpu, want) -> None:
+    gpus = [gpu("H100-80GB")]
+    targets = greedy_targets(gpus, [want("3g.40gb", 2), want("7g.80gb", 1)])
+    assert layouts(targets) == {("node-1", 0): "3g.40gb@0+3g.40gb@4"}
+
+
+def test_greedy_weighs_by_priority(gpu, want) -> None:
+    gpus = [gpu("H100-80GB")]
+    targets = greedy_targets(gpus, [want("3g.40gb", 2), want("7g.80gb", 1, priority=3)])
+    assert layouts(targets) == {("node-1", 0): "7g.80gb@0"}
+
+
+def test_greedy_keeps_used_instances_and_stops_when_nothing_is_missing(gpu, want) -> None:
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@0", node="a", pins={"1g.10gb@0": "ns/p"}),
+        gpu("H100-80GB", node="b"),
+    ]
+    targets = greedy_targets(gpus, [want("3g.40gb", 1)])
+    assert list(targets) == [("a", 0)]
+    assert "1g.10gb@0" in str(targets["a", 0])
+    assert "3g.40gb@4" in str(targets["a", 0])
+
+
+def test_greedy_keeps_a_geometry_that_already_serves(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "3g.40gb@0+3g.40gb@4")]
+    assert greedy_targets(gpus, [want("3g.40gb", 2)]) == {}
+
+
+def test_greedy_leaves_a_whole_gpu_pods_gpu_alone(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", node="a", mig_enabled=False, whole_gpu_pod="ns/whole")]
+    assert greedy_targets(gpus, [want("3g.40gb", 1)]) == {}
+
+
+# ---- static geometry (mig-parted all-balanced) ----------------------------------------------
+
+
+def test_static_gives_every_free_gpu_of_a_model_one_geometry(gpu, want) -> None:
+    gpus = [
+        gpu("A30", node="a"),
+        gpu("A30", "1g.6gb@3", node="b"),
+        gpu("A30", "1g.6gb@0", node="c", pins={"1g.6gb@0": "ns/p"}),
+    ]
+    targets = static_targets(gpus, [want("2g.12gb", 4)])
+    assert layouts(targets) == {
+        ("a", 0): "2g.12gb@0+2g.12gb@2",
+        ("b", 0): "2g.12gb@0+2g.12gb@2",
+    }
+    assert ("c", 0) not in targets
+
+
+def test_static_scores_by_weight_and_size(gpu, want) -> None:
+    # One A30: 4 x 1g.6gb (score 4) or one 4g.24gb at priority 2 (score 2 x 4 = 8).
+    gpus = [gpu("A30")]
+    targets = static_targets(gpus, [want("1g.6gb", 4), want("4g.24gb", 1, priority=2)])
+    assert layouts(targets) == {("node-1", 0): "4g.24gb@0"}
+
+
+def test_static_changes_nothing_without_demand_its_model_serves(gpu, want) -> None:
+    assert static_targets([gpu("A30")], [want("7g.80gb", 1)]) == {}
+
+
+def test_a_target_key_names_its_gpu(gpu) -> None:
+    assert gpu_key(gpu("A30", node="x", index=3)) == ("x", 3)
