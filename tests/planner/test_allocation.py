@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -98,6 +100,20 @@ def test_a_higher_priority_bundle_goes_before_lower_singles(want, bundle) -> Non
     assert result.met == (0, 1)
 
 
+def test_with_bundles_a_levels_singles_leave_lower_levels_what_they_need(want, bundle) -> None:
+    # The priority-2 either/or item could take the one 1g.10gb, which the priority-1 item
+    # needs; allocated together with the levels below, it takes the 2g.20gb instead.
+    demand = [
+        want("1g.10gb", 1, priority=2, alternatives=("2g.20gb",)),
+        want("1g.10gb", 1),
+        bundle(1, {"3g.40gb": 1}),
+    ]
+    free = {"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 1}
+    result = allocate(demand, supply(free=free), nodes={"a": free})
+    assert result.met == (1, 1, 1)
+    assert result.served[0] == {"2g.20gb": 1}
+
+
 def test_bundle_parts_with_alternatives(bundle) -> None:
     demand = [bundle(2, {("1g.10gb", "2g.20gb"): 1, "3g.40gb": 1})]
     nodes = {"a": {"2g.20gb": 1, "3g.40gb": 1}, "b": {"1g.10gb": 1, "3g.40gb": 1}}
@@ -176,3 +192,65 @@ def test_bundles_never_take_more_than_their_nodes_hold(case) -> None:
             for part, got in zip(item.per_pod, parts, strict=True):
                 assert sum(got.values()) == part.count * met
                 assert set(got) <= set(part.profiles)
+
+
+# ---- optimality against a brute force (#35 item 4) ------------------------------------------
+
+
+def brute_force(demand, available) -> int:
+    """The most weighted demand met, by trying every way to serve every unit."""
+    import itertools
+
+    from migplan.planner.demand import demand_weight
+
+    options = []  # per item: every (units per profile) it could take, unmet allowed
+    for item in demand:
+        ways = []
+        for split in itertools.product(range(item.count + 1), repeat=len(item.profiles)):
+            if sum(split) <= item.count:
+                ways.append(dict(zip(item.profiles, split, strict=True)))
+        options.append(ways)
+    best = 0
+    for choice in itertools.product(*options):
+        used = {kind: Counter() for kind in DemandKind}
+        for item, taken in zip(demand, choice, strict=True):
+            used[item.kind].update(taken)
+        if all(
+            n <= max(available[kind].get(p, 0), 0) for kind in used for p, n in used[kind].items()
+        ):
+            best = max(
+                best,
+                sum(
+                    sum(t.values()) * demand_weight(i) for i, t in zip(demand, choice, strict=True)
+                ),
+            )
+    return best
+
+
+items = st.builds(
+    lambda profile, count, priority, kind, others: DemandItem(
+        profile,
+        count,
+        priority,
+        kind,
+        alternatives=tuple(p for p in PROFILES if p in others and p != profile),
+    ),
+    st.sampled_from(PROFILES),
+    st.integers(1, 2),
+    st.integers(1, 3),
+    st.sampled_from(list(DemandKind)),
+    st.sets(st.sampled_from(PROFILES), max_size=2),
+)
+supplies = st.fixed_dictionaries(
+    {kind: st.dictionaries(st.sampled_from(PROFILES), st.integers(0, 3)) for kind in DemandKind}
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(demand=st.lists(items, min_size=1, max_size=3), available=supplies)
+def test_allocation_is_optimal_with_priorities_and_either_or_items(demand, available) -> None:
+    found = allocate(demand, available)
+    assert found.weighted(demand) == brute_force(demand, available)
+    for item, met, served in zip(demand, found.met, found.served, strict=True):
+        assert 0 <= met <= item.count
+        assert set(served) <= set(item.profiles)
