@@ -7,10 +7,14 @@ then most headroom (largest profile still placeable in free slices), fewest oper
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from itertools import product
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from migplan.planner.demand import DemandKind
 from migplan.planner.enumeration import enumerate_layouts
@@ -183,7 +187,9 @@ def test_planner_matches_exhaustive_search(gpu, want, fleet, demand, policy) -> 
         want(p, n, kind=k, priority=w, alternatives=rest[0] if rest else ())
         for p, n, k, w, *rest in demand
     ]
-    assert plan_score(gpus, items, policy) == best_by_brute_force(gpus, items, policy)
+    best = best_by_brute_force(gpus, items, policy)
+    assert plan_score(gpus, items, policy) == best
+    assert best_by_vectors(gpus, items, policy) == best  # the fast brute force agrees
 
 
 def test_exhaustive_on_a_larger_model(gpu, want) -> None:
@@ -298,3 +304,134 @@ def test_bundles_met_as_well_as_exhaustive_placement(gpu, want, bundle, fleet, d
         for r, d in zip(result.demand, items, strict=True)
     )
     assert reported == got == best
+
+
+# ---- random small fleets where the criteria pull apart (#35 item 3) -------------------------
+
+
+@functools.cache
+def _a30_layouts():
+    from migplan.planner.catalog import default_catalog
+
+    return sorted(enumerate_layouts(default_catalog().model("A30")), key=str)
+
+
+def best_by_vectors(gpus, demand, policy):
+    """`best_by_brute_force` over every combination at once (numpy): each GPU's layouts as
+    rows of figures, all combinations by broadcasting, the demand met once per distinct
+    supply; the same scoring, fast enough for three GPUs of 76 layouts each."""
+    profiles = sorted({p.name for g in gpus for p in g.model.profiles})
+    rows = []
+    for g in gpus:
+        figures = []
+        for layout in enumerate_layouts(g.model):
+            kept = set(layout.instances)
+            lost = sum(1 for i in g.pins if i not in kept)
+            if lost and policy.disruption is Disruption.NONE:
+                continue
+            counts = Counter(i.profile for i in layout.instances)
+            changed = int(layout != g.layout)
+            figures.append(
+                [
+                    *(counts[p] for p in profiles),
+                    lost,
+                    changed,
+                    headroom(g.model, layout),
+                    2 * len(set(g.layout.instances) ^ kept),
+                ]
+            )
+        rows.append(np.array(figures, dtype=np.int64))
+    combos = rows[0]
+    for more in rows[1:]:
+        combos = (combos[:, None, :] + more[None, :, :]).reshape(-1, combos.shape[1])
+    changed_per_gpu = [r[:, len(profiles) + 1] for r in rows]
+    grid = np.stack(np.meshgrid(*changed_per_gpu, indexing="ij"), axis=-1).reshape(-1, len(gpus))
+    nodes = np.zeros(len(combos), dtype=np.int64)
+    for node in sorted({g.node for g in gpus}):
+        on = [n for n, g in enumerate(gpus) if g.node == node]
+        nodes += grid[:, on].max(axis=1)
+    supply = combos[:, : len(profiles)]
+    evictions, changed, room, ops = (combos[:, len(profiles) + k] for k in range(4))
+    pins = Counter(i.profile for g in gpus for i in g.pins)
+    need = np.array([pins[p] for p in profiles])
+    allowed = ~((evictions > 0) & (supply < need).any(axis=1))
+    if policy.max_gpus_changed is not None:
+        allowed &= changed <= policy.max_gpus_changed
+    if policy.max_nodes_changed is not None:
+        allowed &= nodes <= policy.max_nodes_changed
+    distinct, inverse = np.unique(supply, axis=0, return_inverse=True)
+    met = np.array(
+        [
+            _best_weighted(Counter(dict(zip(profiles, row, strict=True))), pins, demand)
+            for row in distinct
+        ]
+    )[inverse.reshape(-1)]
+    keys = np.stack([met, -evictions, -changed, -nodes, room, -ops], axis=1)[allowed]
+    return tuple(int(v) for v in max(map(tuple, keys)))
+
+
+A30_PROFILES = ("1g.6gb", "2g.12gb", "4g.24gb")
+
+
+@st.composite
+def small_fleets(draw):
+    """Three A30s on two nodes (so fewer GPUs and fewer nodes can disagree), each with a
+    layout and some of its instances in use; demand of one to three items."""
+    layouts = _a30_layouts()
+    fleet = []
+    for n, node in enumerate(("n1", "n1", "n2")):
+        layout = draw(st.sampled_from(layouts))
+        used = (
+            draw(st.sets(st.sampled_from(layout.instances), max_size=2))
+            if layout.instances
+            else set()
+        )
+        fleet.append(
+            (
+                str(layout),
+                {str(i): f"ns/p{n}{k}" for k, i in enumerate(sorted(used, key=str))},
+                node,
+            )
+        )
+    demand = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(A30_PROFILES),
+                st.integers(1, 3),
+                st.sampled_from(("free", "total")),
+                st.integers(1, 3),
+                st.sets(st.sampled_from(A30_PROFILES), max_size=1),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    policy = draw(
+        st.builds(
+            PolicySpec,
+            disruption=st.sampled_from(list(Disruption)),
+            max_gpus_changed=st.sampled_from((None, 1, 2)),
+            max_nodes_changed=st.sampled_from((None, 1)),
+        )
+    )
+    return fleet, demand, policy
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=small_fleets())
+def test_planner_matches_exhaustive_search_on_random_small_fleets(gpu, want, case) -> None:
+    fleet, demand, policy = case
+    gpus = [
+        gpu("A30", layout, node=node, index=i, pins=pins)
+        for i, (layout, pins, node) in enumerate(fleet)
+    ]
+    items = [
+        want(p, n, kind=k, priority=w, alternatives=tuple(sorted(alt - {p})))
+        for p, n, k, w, alt in demand
+    ]
+    assert plan_score(gpus, items, policy) == best_by_vectors(gpus, items, policy)
