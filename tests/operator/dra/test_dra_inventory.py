@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from migplan.operator.dra.devices import DeviceKind, slice_devices
-from migplan.operator.dra.helper import Budget
+from migplan.operator.dra.helper import Budget, Evaluator
 from migplan.operator.dra.inventory import (
     DraState,
     claim_reader,
@@ -357,6 +357,7 @@ def test_a_spent_cel_budget_is_noted_and_the_pass_goes_on() -> None:
     s = state(claims=[claim("late", [exactly(f"{PROFILE} == '2g.20gb'")])])
     reader = claim_reader(s, nodes=[H100_NODE], catalog=CATALOG)
     reader.candidates.budget = Budget(seconds=0)
+    reader.candidates.evaluator = Evaluator()  # nothing cached: a cached answer costs no time
     p = pod("p", claims=[("a", "late", None)])
     assert claim_requests(p, state=s, reader=reader, extended={}) == []
     assert any("late" in n and "spent" in n for n in s.notes)
