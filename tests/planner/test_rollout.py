@@ -125,3 +125,45 @@ def test_outside_the_window_only_additions_start_and_only_if_allowed() -> None:
 )
 def test_phase_of_a_rollout(steps, phase) -> None:
     assert rollout_phase(record(str(n), n, s) for n, s in enumerate(steps)) is phase
+
+
+def test_nodes_go_in_order_evicting_last_then_by_benefit_evictions_and_name(catalog) -> None:
+    # #35: ordering by least benefit first, or evicting first, went unnoticed.
+    from migplan.planner.plan import GpuPlan, Operation, OperationKind
+
+    base = plan_for(catalog, {"n": ("-", {})}, pending=2)
+
+    def changed(node: str, after: str, evict: tuple[str, ...] = ()) -> GpuPlan:
+        ops = tuple(
+            Operation(kind=OperationKind(kind), instance=i)
+            for i in after.split("+")
+            for kind in ("create-gi", "create-ci")
+        )
+        return GpuPlan(
+            node=node,
+            gpu=0,
+            model="H100-80GB",
+            before="-",
+            after=after,
+            operations=ops,
+            evict=evict,
+        )
+
+    gpus = (
+        changed("e1", "3g.40gb@0", ("ml/x", "ml/y")),
+        changed("e2", "3g.40gb@0", ("ml/z",)),
+        changed("b3", "3g.40gb@0+3g.40gb@4"),
+        changed("a3", "3g.40gb@0+3g.40gb@4"),
+        changed("c1", "3g.40gb@0"),
+        changed("d0", "1g.10gb@0"),  # nothing the demand wants
+        GpuPlan(node="z", gpu=0, model="H100-80GB", before="-", after="-"),
+    )
+    records = rollout_nodes(base.model_copy(update={"gpus": gpus}))
+    assert [(r.node, r.order, r.benefit) for r in records] == [
+        ("a3", 0, 2),
+        ("b3", 1, 2),
+        ("c1", 2, 1),
+        ("d0", 3, 0),
+        ("e2", 4, 1),
+        ("e1", 5, 1),
+    ]
