@@ -119,6 +119,44 @@ def test_the_mig_manager_actuator_needs_mig_manager_on_the_node() -> None:
     assert finding.severity is Severity.INFO
 
 
+@pytest.mark.parametrize(
+    ("labels", "annotations"),
+    [
+        ({MIG_MANAGER_DEPLOY_LABEL: "false"}, {}),  # fenced by someone else
+        ({}, {DISABLED_BY_MIGPLAN: "true"}),  # migplan's mark, but not fenced now
+    ],
+)
+def test_mig_manager_fenced_by_someone_else_still_refuses_the_mig_manager_actuator(
+    labels, annotations
+) -> None:
+    # #35: taking another owner's fence for migplan's turned BLOCKING into INFO unnoticed.
+    fenced = node(labels=labels, annotations=annotations)
+    (finding,) = by_check(findings(live(fenced), Actuator.MIG_MANAGER), "MigManager")
+    assert finding.severity is Severity.BLOCKING
+
+
+def test_an_agent_node_fenced_by_someone_else_is_not_called_migplans() -> None:
+    labels = {MIG_MANAGER_DEPLOY_LABEL: "false", MIG_CONFIG_LABEL: "all-1g.10gb"}
+    (finding,) = by_check(findings(live(node(labels=labels))), "MigManager")
+    assert (finding.severity, finding.message) == (Severity.OK, "mig-manager does not run here")
+
+
+@pytest.mark.parametrize(
+    ("config", "severity", "owner"),
+    [
+        ("migplan-abc", Severity.OK, "migplan's"),
+        (None, Severity.OK, "not migplan's"),
+        ("all-1g.10gb", Severity.INFO, "not migplan's"),
+    ],
+)
+def test_the_mig_manager_actuator_says_whose_config_the_node_has(config, severity, owner) -> None:
+    labels = {MIG_CONFIG_LABEL: config} if config else {}
+    running = node(labels=labels, components=HEALTHY | {"mig-manager"})
+    (finding,) = by_check(findings(live(running), Actuator.MIG_MANAGER), "MigManager")
+    assert finding.severity is severity
+    assert finding.message.startswith(f"{MIG_CONFIG_LABEL}={config or '(unset)'} ({owner});")
+
+
 def test_missing_components_warn_with_where_to_look() -> None:
     found = findings(live(node(components=frozenset())))
     plugin, gfd = by_check(found, "DevicePlugin") + by_check(found, "FeatureDiscovery")
