@@ -79,7 +79,7 @@ class _ObservedLock(LeaseLock):
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         found, record = super().get(name, namespace)
         holder = getattr(record, "holder_identity", None) if found else None
-        if holder and holder != self.identity and holder != self._followed:
+        if holder and holder not in (self.identity, self._followed):
             self._followed = holder
             log.info("following", leader=holder, identity=self.identity)
         return found, record
