@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,11 +28,24 @@ EXCLUDED_OPERATORS = [
 ]
 
 
+PARAMETER = re.compile(r"^\*{0,2}\w+: [^=]+(?: = [^=]+)?,$")
+"""A parameter on its own line of a signature: `name: type,` or `name: type = default,`."""
+
+
 def equivalent_by_rule(before: str, after: str) -> bool:
-    """Mutants equivalent wherever they appear. `*,` -> `/,` in a signature makes the
-    arguments before it positional-only and those after positional-or-keyword: every caller
-    of a keyword-only function names those (the style, and mypy), so none notices."""
-    return "*," in before and after == before.replace("*,", "/,", 1)
+    """Mutants equivalent wherever they appear:
+    - `*,` -> `/,` in a signature makes the arguments before it positional-only and those
+      after positional-or-keyword: every caller of a keyword-only function names those (the
+      style, and mypy), so none notices;
+    - a change inside a parameter's annotation (`tuple[int, int] | None` -> `... - None`):
+      every module has `from __future__ import annotations`, so annotations of functions
+      are never evaluated (pydantic and dataclass fields are not parameters: no comma)."""
+    if "*," in before and after == before.replace("*,", "/,", 1):
+        return True
+    if PARAMETER.match(before) and PARAMETER.match(after):
+        name, _, rest = before.partition(": ")
+        return after.startswith(f"{name}: ") and "=" not in rest
+    return False
 
 
 @dataclass

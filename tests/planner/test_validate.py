@@ -73,6 +73,8 @@ def tamper_gpu(result, index: int, **changes):
         ({"operations": ()}, "operations lead to 1g.10gb@3, not to the target 7g.80gb@0"),
         ({"evict": ()}, "evicts [] but destroying in-use instances needs exactly ['ns/small']"),
         ({"evict": ("ns/small", "ns/innocent")}, "evicts ['ns/small', 'ns/innocent']"),
+        ({"evict": ("ns/small", "ns/zz")}, "evicts ['ns/small', 'ns/zz']"),
+        ({"model": "A30"}, "plan says A30 1g.10gb@3, inventory has H100-80GB 1g.10gb@3"),
         ({"before": "-"}, "plan says H100-80GB -, inventory has H100-80GB 1g.10gb@3"),
     ],
 )
@@ -193,7 +195,11 @@ def test_either_or_must_be_allocated_as_well_as_the_targets_allow(either_or) -> 
         }
     )
     found = problems_of(worse, gpus, demand, PolicySpec())
-    assert any("reports 0 met; the targets allow 1 for 1 requested" in str(p) for p in found), found
+    assert any(
+        "reports 0 met; the targets allow 1 for 1 requested (weighted demand met 4, possible 6)"
+        in str(p)
+        for p in found
+    ), found
 
 
 def test_a_bundle_pod_needs_one_node_with_all_its_instances(gpu, bundle) -> None:
@@ -402,11 +408,161 @@ def test_an_equally_weighted_allocation_is_as_good(gpu, want) -> None:
     assert problems_of(swapped, gpus, demand, frozen) == []
 
 
-@pytest.mark.parametrize(("count", "tail"), [(5, ""), (6, " (and 1 more)"), (7, " (and 2 more)")])
+@pytest.mark.parametrize(
+    ("count", "tail"), [(3, ""), (5, ""), (6, " (and 1 more)"), (7, " (and 2 more)")]
+)
 def test_an_invalid_plan_error_names_five_problems_and_counts_the_rest(count, tail) -> None:
     from migplan.planner.validate import Problem, listing
 
     problems = [Problem(f"gpu-{n}", "wrong") for n in range(count)]
     text = listing(problems)
-    assert text.endswith(f"gpu-4: wrong{tail}")
-    assert text.count("wrong") == 5
+    assert text.endswith(f"gpu-{min(count, 5) - 1}: wrong{tail}")
+    assert text.count("wrong") == min(count, 5)
+
+
+def test_an_operation_on_no_instance_is_refused(case) -> None:
+    gpus, demand, result = case
+    ops = (op("destroy-ci", "nonsense"), *result.gpus[0].operations)
+    found = problems_of(tamper_gpu(result, 0, operations=ops), gpus, demand, EVICT)
+    assert any("destroy-ci nonsense: not an instance" in str(p) for p in found), found
+
+
+def test_a_destroy_after_a_create_is_refused(case) -> None:
+    gpus, demand, result = case
+    ops = result.gpus[0].operations
+    creates = tuple(o for o in ops if o.kind.value.startswith("create"))
+    destroys = tuple(o for o in ops if o.kind.value.startswith("destroy"))
+    found = problems_of(tamper_gpu(result, 0, operations=creates + destroys), gpus, demand, EVICT)
+    assert any("destroys must all come before the first create" in str(p) for p in found), found
+
+
+def test_free_supply_is_counted_exactly(gpu, want) -> None:
+    # Three free-or-used 1g, one in use: two free (a shift would give one).
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1+1g.10gb@2", pins={"1g.10gb@0": "ns/a"})]
+    demand = [want("1g.10gb", 3)]
+    result = plan(gpus, demand, frozen)
+    assert result.demand[0].met == 2
+    assert problems_of(result, gpus, demand, frozen) == []
+
+
+def test_a_short_plan_names_the_item_it_shorted_and_no_other(gpu, want) -> None:
+    # Weighted 6 of a possible 7: the 1g item is short; the 2g item got what it could.
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("H100-80GB", "2g.20gb@0+2g.20gb@2+2g.20gb@4+1g.10gb@6")]
+    demand = [want("2g.20gb", 3), want("1g.10gb", 1)]
+    result = plan(gpus, demand, frozen)
+    assert [r.met for r in result.demand] == [3, 1]
+    shorted = result.model_copy(
+        update={"demand": (result.demand[0], result.demand[1].model_copy(update={"met": 0}))}
+    )
+    found = problems_of(shorted, gpus, demand, frozen)
+    assert [str(p) for p in found] == [
+        "demand nvidia.com/mig-1g.10gb (free): reports 0 met; the targets allow 1 for 1 requested "
+        "(weighted demand met 6, possible 7)"
+    ]
+
+
+def test_supply_given_to_the_lighter_item_names_only_the_heavier(gpu, want) -> None:
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("H100-80GB", "1g.10gb@0")]
+    demand = [want("1g.10gb", 1, priority=2), want("1g.10gb", 1)]
+    result = plan(gpus, demand, frozen)
+    assert [r.met for r in result.demand] == [1, 0]
+    swapped = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0].model_copy(update={"met": 0}),
+                result.demand[1].model_copy(update={"met": 1}),
+            )
+        }
+    )
+    found = [str(p) for p in problems_of(swapped, gpus, demand, frozen)]
+    assert len(found) == 1, found
+    assert "reports 0 met; the targets allow 1" in found[0]
+
+
+def test_a_bundle_reported_beside_demand_that_took_its_instances(gpu, want, bundle) -> None:
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1")]
+    demand = [want("1g.6gb", 1, priority=5), bundle(1, {"1g.6gb": 2})]
+    result = plan(gpus, demand, frozen)
+    assert [r.met for r in result.demand] == [1, 0]
+    both = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0],
+                result.demand[1].model_copy(update={"met": 1, "served": {"1g.6gb": 2}}),
+            )
+        }
+    )
+    found = problems_of(both, gpus, demand, frozen)
+    assert any(
+        "reports 1 pods of 2 x 1g.6gb met; placed one node each, the targets host 0 beside "
+        "the other demand" in str(p)
+        for p in found
+    ), found
+
+
+def test_a_met_bundle_reports_every_instance_it_takes(gpu, bundle) -> None:
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1+1g.6gb@2+1g.6gb@3")]
+    demand = [bundle(2, {"1g.6gb": 2})]
+    result = plan(gpus, demand, frozen)
+    assert (result.demand[0].met, result.demand[0].served) == (2, {"1g.6gb": 4})
+    assert problems_of(result, gpus, demand, frozen) == []
+
+
+def test_a_profile_reported_as_serving_none_is_accepted(either_or) -> None:
+    gpus, demand, result = either_or
+    listed = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0].model_copy(update={"served": {"1g.6gb": 2, "2g.12gb": 0}}),
+                result.demand[1],
+            )
+        }
+    )
+    assert problems_of(listed, gpus, demand, PolicySpec()) == []
+
+
+def test_evicted_pods_are_rehosted_before_bundles_are_placed(gpu, bundle) -> None:
+    # The 4g can only go on node a, evicting its 1g pod, which moves to one of node b's two
+    # free 1g: node b is then left one, too few for the bundle's two.
+    evict = PolicySpec(disruption=Disruption.EVICT)
+    gpus = [
+        gpu("A30", "1g.6gb@0", node="a", pins={"1g.6gb@0": "ns/moved"}),
+        gpu("A30", "1g.6gb@0+1g.6gb@1+2g.12gb@2", node="b", pins={"2g.12gb@2": "ns/keep"}),
+    ]
+    from migplan.planner.demand import DemandItem, DemandKind
+
+    demand = [DemandItem("4g.24gb", 1, 9, DemandKind.FREE), bundle(1, {"1g.6gb": 2})]
+    result = plan(gpus, demand, evict)
+    assert [g.evict for g in result.gpus] == [("ns/moved",), ()]
+    assert [r.met for r in result.demand] == [1, 0]
+    assert problems_of(result, gpus, demand, evict) == []
+    claimed = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0],
+                result.demand[1].model_copy(update={"met": 1, "served": {"1g.6gb": 2}}),
+            )
+        }
+    )
+    found = problems_of(claimed, gpus, demand, evict)
+    assert any("one node each, the targets host 0" in str(p) for p in found), found
+
+
+def test_problems_are_values() -> None:
+    from migplan.planner.validate import Problem
+
+    assert len({Problem("a", "x"), Problem("a", "x")}) == 1
+
+
+def test_many_demand_items_are_matched_by_count_not_identity(gpu, want) -> None:
+    # 300 results for 300 items: counts past CPython's small-int cache compare equal too.
+    gpus = [gpu("H100-80GB")]
+    demand = [want("1g.10gb", 1, priority=1 + n % 3) for n in range(300)]
+    result = plan(gpus, demand, PolicySpec())
+    assert len(result.demand) == 300
+    assert problems_of(result, gpus, demand, PolicySpec()) == []
