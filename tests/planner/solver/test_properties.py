@@ -31,6 +31,21 @@ def fleets(draw) -> list[GpuState]:
     for n in range(draw(st.integers(1, 3))):
         model = draw(st.sampled_from(MODELS))
         for index in range(draw(st.integers(1, 3))):
+            if draw(st.integers(0, 5)) == 0:
+                # MIG off: a free GPU, or one a pod uses whole (#35: never generated before).
+                whole = draw(st.none() | st.just(f"ns/whole-{n}-{index}"))
+                gpus.append(
+                    GpuState(
+                        node=f"node-{n}",
+                        index=index,
+                        uuid=None,
+                        model=model,
+                        layout=Layout(()),
+                        mig_enabled=False,
+                        whole_gpu_pod=whole,
+                    )
+                )
+                continue
             layout = draw(st.sampled_from(enumerate_layouts(model)))
             pinned = draw(
                 st.lists(st.sampled_from(layout.instances), unique=True)
