@@ -170,6 +170,8 @@ def either_or(gpu, want):
         ({"1g.6gb": 1}, "does not add up to 2 instances met"),
         ({"2g.12gb": 2}, "reports 3 met; the targets provide 1"),
         (None, "does not add up to 2 instances met"),
+        ({"1g.6gb": 3}, "does not add up to 2 instances met"),
+        ({"1g.6gb": 3, "2g.12gb": -1}, "does not add up to 2 instances met"),
     ],
 )
 def test_either_or_reporting(either_or, served, message) -> None:
@@ -250,12 +252,13 @@ def test_the_planner_would_rather_evict_one_pod_than_three(gpu, want) -> None:
 # ---- one broken plan per rule (#35): each fails without the rule it names -------------------
 
 
-def test_a_plan_for_other_gpus_is_refused(case) -> None:
+@pytest.mark.parametrize("node", ["elsewhere", "0"])  # sorting after and before "a"
+def test_a_plan_for_other_gpus_is_refused(case, node) -> None:
     gpus, demand, result = case
-    moved = tamper_gpu(result, 0, node="elsewhere")
+    moved = tamper_gpu(result, 0, node=node)
     found = problems_of(moved, gpus, demand, EVICT)
     assert [p.where for p in found] == ["plan"]
-    assert "covers GPUs [('elsewhere', 0), ('b', 0)]" in str(found[0])
+    assert f"covers GPUs [('{node}', 0), ('b', 0)]" in str(found[0])
 
 
 @pytest.mark.parametrize("before", ["7g.80gb@0", "-"])
@@ -301,11 +304,12 @@ def test_enable_mig_comes_first_on_a_gpu_with_mig_off(gpu, want) -> None:
     assert any("MIG is not enabled" in str(p) for p in found), found
 
 
-def test_more_results_than_demand_items_is_refused(case) -> None:
+@pytest.mark.parametrize("copies", [2, 0])
+def test_more_or_fewer_results_than_demand_items_is_refused(case, copies) -> None:
     gpus, demand, result = case
-    doubled = result.model_copy(update={"demand": result.demand * 2})
-    found = problems_of(doubled, gpus, demand, EVICT)
-    assert [str(p) for p in found] == ["demand: 2 results for 1 items"]
+    changed = result.model_copy(update={"demand": result.demand * copies})
+    found = problems_of(changed, gpus, demand, EVICT)
+    assert [str(p) for p in found] == [f"demand: {copies} results for 1 items"]
 
 
 @pytest.mark.parametrize(
@@ -349,7 +353,7 @@ def test_a_whole_gpu_rebuild_destroys_every_instance(gpu, want) -> None:
     assert not problems_of(partial, gpus, demand, PolicySpec())
 
 
-@pytest.mark.parametrize(("limit", "refused"), [(1, False), (0, True)])
+@pytest.mark.parametrize(("limit", "refused"), [(2, False), (1, False), (0, True)])
 def test_change_limits_at_their_bound(case, limit, refused) -> None:
     gpus, demand, result = case
     assert result.summary.gpus_changed == result.summary.nodes_touched == 1
@@ -506,11 +510,31 @@ def test_a_bundle_reported_beside_demand_that_took_its_instances(gpu, want, bund
 
 def test_a_met_bundle_reports_every_instance_it_takes(gpu, bundle) -> None:
     frozen = PolicySpec(max_gpus_changed=0)
-    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1+1g.6gb@2+1g.6gb@3")]
-    demand = [bundle(2, {"1g.6gb": 2})]
+    seven = "+".join(f"1g.10gb@{s}" for s in range(7))
+    gpus = [gpu("H100-80GB", seven)]
+    demand = [bundle(2, {"1g.10gb": 3})]
     result = plan(gpus, demand, frozen)
-    assert (result.demand[0].met, result.demand[0].served) == (2, {"1g.6gb": 4})
+    assert (result.demand[0].met, result.demand[0].served) == (2, {"1g.10gb": 6})
     assert problems_of(result, gpus, demand, frozen) == []
+
+
+def test_a_bundle_may_report_fewer_pods_than_its_nodes_could_host(gpu, bundle) -> None:
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1+1g.6gb@2+1g.6gb@3")]
+    demand = [bundle(1, {"1g.6gb": 2})]  # one pod asked; the node could host two
+    result = plan(gpus, demand, frozen)
+    assert result.demand[0].met == 1
+    assert problems_of(result, gpus, demand, frozen) == []
+
+
+def test_a_compute_instance_needs_its_gpu_instance(case) -> None:
+    gpus, demand, result = case
+    ops = (*result.gpus[0].operations, op("create-ci", "1g.10gb@6"))
+    found = problems_of(tamper_gpu(result, 0, operations=ops), gpus, demand, EVICT)
+    assert any(
+        "create-ci 1g.10gb@6: needs its GPU instance, without a compute instance" in str(p)
+        for p in found
+    ), found
 
 
 def test_a_profile_reported_as_serving_none_is_accepted(either_or) -> None:
