@@ -590,3 +590,36 @@ def test_many_demand_items_are_matched_by_count_not_identity(gpu, want) -> None:
     result = plan(gpus, demand, PolicySpec())
     assert len(result.demand) == 300
     assert problems_of(result, gpus, demand, PolicySpec()) == []
+
+
+def test_an_equally_weighted_plan_may_serve_singles_instead_of_a_bundle(gpu, want, bundle) -> None:
+    # One node with two free 1g: the bundle's pod (weight 2) or two single pods (1 each).
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1")]
+    demand = [bundle(1, {"1g.6gb": 2}), want("1g.6gb", 2)]
+    result = plan(gpus, demand, frozen)
+    singles = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0].model_copy(update={"met": 0, "served": {}}),
+                result.demand[1].model_copy(update={"met": 2}),
+            )
+        }
+    )
+    assert problems_of(singles, gpus, demand, frozen) == []
+
+
+def test_a_bundle_beside_a_pod_kept_in_place(gpu, bundle) -> None:
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1+1g.6gb@2", pins={"1g.6gb@0": "ns/a"})]
+    demand = [bundle(1, {"1g.6gb": 2})]
+    result = plan(gpus, demand, frozen)
+    assert result.demand[0].met == 1
+    assert problems_of(result, gpus, demand, frozen) == []
+
+
+def test_negative_met_is_refused(case) -> None:
+    gpus, demand, result = case
+    below = result.model_copy(update={"demand": (result.demand[0].model_copy(update={"met": -1}),)})
+    found = problems_of(below, gpus, demand, EVICT)
+    assert any("met -1 of 1" in str(p) for p in found), found
