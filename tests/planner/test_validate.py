@@ -623,3 +623,37 @@ def test_negative_met_is_refused(case) -> None:
     below = result.model_copy(update={"demand": (result.demand[0].model_copy(update={"met": -1}),)})
     found = problems_of(below, gpus, demand, EVICT)
     assert any("met -1 of 1" in str(p) for p in found), found
+
+
+def test_one_evicted_pod_takes_one_instance_where_it_moves(gpu, bundle) -> None:
+    # Node b's four free 1g less the evicted pod's one leave three: one bundle pod of three.
+    from migplan.planner.demand import DemandItem, DemandKind
+
+    evict = PolicySpec(disruption=Disruption.EVICT)
+    gpus = [
+        gpu("A30", "1g.6gb@0", node="a", pins={"1g.6gb@0": "ns/moved"}),
+        *(
+            gpu(
+                "A30",
+                "1g.6gb@0+1g.6gb@1+2g.12gb@2",
+                node="b",
+                index=i,
+                pins={"2g.12gb@2": f"ns/k{i}"},
+            )
+            for i in range(2)
+        ),
+    ]
+    demand = [DemandItem("4g.24gb", 1, 9, DemandKind.FREE), bundle(1, {"1g.6gb": 3})]
+    result = plan(gpus, demand, evict)
+    assert [r.met for r in result.demand] == [1, 1]
+    assert result.gpus[0].evict == ("ns/moved",)
+    assert problems_of(result, gpus, demand, evict) == []
+
+
+def test_pods_kept_in_place_take_their_instances_from_the_node(gpu, bundle) -> None:
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1+1g.6gb@2", pins={"1g.6gb@0": "ns/a", "1g.6gb@1": "ns/b"})]
+    demand = [bundle(1, {"1g.6gb": 2})]
+    result = plan(gpus, demand, frozen)
+    assert result.demand[0].met == 0
+    assert problems_of(result, gpus, demand, frozen) == []
