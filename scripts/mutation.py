@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cosmic_ray.work_db import WorkDB, use_db
-from cosmic_ray.work_item import TestOutcome
+from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tests" / "mutation"
@@ -86,10 +86,10 @@ def tree_copy(into: Path) -> Path:
     return into
 
 
-def changed_line(diff: str, sign: str) -> str:
+def changed_line(diff: str | None, sign: str) -> str:
     lines = [
         line[1:].strip()
-        for line in diff.splitlines()
+        for line in (diff or "").splitlines()
         if line.startswith(sign) and not line.startswith(sign * 3)
     ]
     return lines[0] if lines else ""
@@ -144,7 +144,9 @@ def run_module(module: str, tests: list[str], equivalent: list[dict[str, str]]) 
                 )
         with use_db(str(session), WorkDB.Mode.open) as db:
             for _, result in db.completed_work_items:
-                if result.test_outcome is TestOutcome.INCOMPETENT:
+                if result.worker_outcome is WorkerOutcome.SKIPPED:
+                    continue  # an excluded operator, or a `# pragma: no mutate` line
+                if result.test_outcome in (None, TestOutcome.INCOMPETENT):
                     continue  # the mutant does not even import: nothing to test
                 outcome.mutants += 1
                 if result.test_outcome is TestOutcome.KILLED:
