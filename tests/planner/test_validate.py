@@ -75,6 +75,7 @@ def tamper_gpu(result, index: int, **changes):
         ({"evict": ("ns/small", "ns/innocent")}, "evicts ['ns/small', 'ns/innocent']"),
         ({"evict": ("ns/small", "ns/zz")}, "evicts ['ns/small', 'ns/zz']"),
         ({"model": "A30"}, "plan says A30 1g.10gb@3, inventory has H100-80GB 1g.10gb@3"),
+        ({"model": "RTX-PRO-6000"}, "plan says RTX-PRO-6000 1g.10gb@3, inventory has"),
         ({"before": "-"}, "plan says H100-80GB -, inventory has H100-80GB 1g.10gb@3"),
     ],
 )
@@ -107,12 +108,22 @@ def test_demand_reporting(case) -> None:
     assert any("reports 0 met; the targets allow 1 for 1 requested" in str(p) for p in found)
 
 
-def test_summary_must_match(case) -> None:
+@pytest.mark.parametrize("evictions", [0, 5])
+def test_summary_must_match(case, evictions) -> None:
     gpus, demand, result = case
     wrong = result.model_copy(
-        update={"summary": result.summary.model_copy(update={"evictions": 0})}
+        update={"summary": result.summary.model_copy(update={"evictions": evictions})}
     )
     assert any("summary" in str(p) for p in problems_of(wrong, gpus, demand, EVICT))
+
+
+def test_a_plan_read_back_from_its_json_validates(case) -> None:
+    # Equal strings that are other objects: the validator compares values, not identities.
+    from migplan.planner.plan import Plan
+
+    gpus, demand, result = case
+    again = Plan.model_validate_json(result.model_dump_json())
+    assert problems_of(again, gpus, demand, EVICT) == []
 
 
 def test_evicted_pods_need_a_place(gpu, want) -> None:
@@ -657,3 +668,24 @@ def test_pods_kept_in_place_take_their_instances_from_the_node(gpu, bundle) -> N
     result = plan(gpus, demand, frozen)
     assert result.demand[0].met == 0
     assert problems_of(result, gpus, demand, frozen) == []
+
+
+def test_an_equally_weighted_allocation_past_256_is_as_good(gpu, want) -> None:
+    # As above, with totals of 300: values past CPython's small-int cache compare equal too.
+    frozen = PolicySpec(max_gpus_changed=0)
+    seven = "+".join(f"1g.10gb@{s}" for s in range(7))
+    six = "+".join(f"1g.10gb@{s}" for s in range(6))
+    gpus = [gpu("H100-80GB", seven, node=f"n{k:02d}") for k in range(42)]
+    gpus.append(gpu("H100-80GB", six, node="n42"))
+    demand = [want("1g.10gb", 300), want("1g.10gb", 1, alternatives=("2g.20gb",))]
+    result = plan(gpus, demand, frozen)
+    assert [r.met for r in result.demand] == [300, 0]
+    swapped = result.model_copy(
+        update={
+            "demand": (
+                result.demand[0].model_copy(update={"met": 299}),
+                result.demand[1].model_copy(update={"met": 1, "served": {"1g.10gb": 1}}),
+            )
+        }
+    )
+    assert problems_of(swapped, gpus, demand, frozen) == []
