@@ -424,7 +424,8 @@ def test_an_equally_weighted_allocation_is_as_good(gpu, want) -> None:
 
 
 @pytest.mark.parametrize(
-    ("count", "tail"), [(3, ""), (5, ""), (6, " (and 1 more)"), (7, " (and 2 more)")]
+    ("count", "tail"),
+    [(3, ""), (5, ""), (6, " (and 1 more)"), (7, " (and 2 more)"), (11, " (and 6 more)")],
 )
 def test_an_invalid_plan_error_names_five_problems_and_counts_the_rest(count, tail) -> None:
     from migplan.planner.validate import Problem, listing
