@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import logging
+import os
+import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -115,9 +120,6 @@ def operator(
     reconfigured by its agent, checked and uncordoned. Each step is recorded in status
     before it is taken, so a restarted operator carries on where it stopped.
     """
-    import logging
-    import os
-
     import kopf
 
     from migplan.operator.controller import handlers
@@ -178,9 +180,24 @@ def operator(
         # kopf logs every handler and timer run at info; keep its warnings and errors only.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # A peering name makes peering mandatory in kopf, so only name it when peering is wanted.
+    faulthandler.enable()  # a crash in native code (solver, TLS) says where, thread by thread
     kopf.run(
         clusterwide=True,
         standalone=standalone,
         liveness_endpoint=liveness,
         peering_name=None if standalone else PEERING,
     )
+    end_process()
+
+
+def end_process() -> NoReturn:
+    """Exit 0 once kopf has stopped and cleaned up: flush the logs, then end the process
+    without interpreter finalization. Daemon threads (lease renewal, metrics, the liveness
+    server) are still running then, and finalizing under a thread that is writing a log
+    line or returning from native code can abort the process (SIGABRT, exit -6) instead
+    of exiting cleanly."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)

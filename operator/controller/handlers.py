@@ -135,8 +135,12 @@ def ticker_alive(**_: Any) -> float:
 
 @kopf.on.cleanup()
 def cleanup(**_: Any) -> None:
-    """Stop ticking before kopf exits."""
+    """Stop ticking before kopf exits (the step in hand is recorded first), then give the
+    Lease up so that a follower need not wait for it to run out."""
     _state["ticker"].stop()
+    leader: Leadership | None = _state.get("leader")
+    if leader is not None:
+        leader.step_down()
 
 
 @kopf.on.login()

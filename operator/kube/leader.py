@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 import structlog
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -44,10 +46,10 @@ class Leadership:
         self.leading = threading.Event()
         self._on_lead = on_lead
         self._on_lost = on_lost or _exit_now
-        lock = _ObservedLock(name, namespace, identity)
-        lock.api_instance = client.CoordinationV1Api(api)  # not the library's default client
+        self._lock = _ObservedLock(name, namespace, identity)
+        self._lock.api_instance = client.CoordinationV1Api(api)  # not the library's default
         self._config = electionconfig.Config(
-            lock=lock,
+            lock=self._lock,
             lease_duration=LEASE_SECONDS,
             renew_deadline=RENEW_SECONDS,
             retry_period=RETRY_SECONDS,
@@ -70,11 +72,54 @@ class Leadership:
         election = leaderelection.LeaderElection(self._config)
         threading.Thread(target=election.run, name="migplan-leader", daemon=True).start()
 
+    def step_down(self) -> bool:
+        """Stop campaigning and renewing, and give the Lease up if held, so that a follower
+        takes over within one retry (RETRY_SECONDS) rather than after the lease runs out,
+        as client-go's ReleaseOnCancel does. For a clean shutdown only: the process must
+        end soon after, as the election thread keeps running. Whether a held Lease was
+        released."""
+        self._lock.resigned = True
+        if not self.leading.is_set():
+            return False
+        self.leading.clear()
+        released = self._lock.release()
+        log.info("stepped down", identity=self.identity, released=released)
+        return released
+
 
 class _ObservedLock(LeaseLock):
     """The library's Lease lock, saying once per leader whom this replica follows."""
 
     _followed: str | None = None
+    resigned = False
+    """Set by `Leadership.step_down`: create and renew nothing more."""
+
+    def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        return False if self.resigned else bool(super().create(name, namespace, election_record))
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        return False if self.resigned else bool(super().update(name, namespace, updated_record))
+
+    def release(self, *, attempts: int = 3) -> bool:
+        """Clear the holder of a Lease this replica holds (an empty holder is free to take
+        for client-go and the Python client alike). Retried on a conflict with a renewal
+        in flight; False when the Lease is someone else's or the API refuses."""
+        for _ in range(attempts):
+            try:
+                lease = self.api_instance.read_namespaced_lease(self.name, self.namespace)
+                if (lease.spec.holder_identity or "") != self.identity:
+                    return False
+                lease.spec.holder_identity = None
+                lease.spec.lease_duration_seconds = 1
+                self.api_instance.replace_namespaced_lease(
+                    name=self.name, namespace=self.namespace, body=lease
+                )
+                return True
+            except ApiException as exc:
+                if exc.status != HTTPStatus.CONFLICT:
+                    log.warning("could not release the lease", status=exc.status)
+                    return False
+        return False
 
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         found, record = super().get(name, namespace)

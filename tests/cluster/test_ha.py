@@ -23,6 +23,8 @@ from pools import (
 )
 from waiting import wait_for
 
+from migplan.operator.kube.leader import LEASE_SECONDS
+
 pytestmark = pytest.mark.cluster
 TAKEOVER_BOUND = 15.0
 
@@ -86,3 +88,34 @@ def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_k
         for proc in (p for p in (follower, leader) if p is not None and p.poll() is None):
             stop_operator(proc)
         fleet.stop()
+
+
+def test_a_stopped_leader_hands_the_lease_over_at_once(crds, operator_kubeconfig) -> None:
+    """SIGTERM (a rolling update, a drained node): the leader finishes, gives the Lease up
+    and exits 0, and the follower leads within a retry, not after the lease runs out."""
+    cp = crds
+    elect = ("--leader-elect", "--leader-election-namespace", "migplan-system")
+    leader = follower = None
+    try:
+        leader = start_operator(cp, kubeconfig=operator_kubeconfig, extra_args=elect)
+        wait_for(
+            lambda: (h := holder(cp)) and h.endswith(f"-{leader.pid}"), "the first to lead", 30
+        )
+        follower = start_operator(cp, kubeconfig=operator_kubeconfig, extra_args=elect)
+        wait_for(lambda: following(follower), "the follower to campaign", 30)
+        stopped = time.monotonic()
+        output = stop_operator(leader)
+        wait_for(
+            lambda: (h := holder(cp)) and h.endswith(f"-{follower.pid}"),
+            "the follower to take the released lease",
+            timeout=30,
+        )
+        handed_over = time.monotonic() - stopped
+        assert handed_over < LEASE_SECONDS, handed_over
+        said = [json.loads(line) for line in output.splitlines() if '"stepped down"' in line]
+        assert said, output[-2000:]
+        assert said[0]["released"] is True
+        print(f"handover after the leader's SIGTERM: {handed_over:.1f} s")
+    finally:
+        for proc in (p for p in (follower, leader) if p is not None and p.poll() is None):
+            stop_operator(proc)
