@@ -5,22 +5,31 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from migplan.planner.nodepartition import Condition
+
 
 def now_stamp() -> str:
     """The current time as Kubernetes writes it."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def new_condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> Condition:
+    """A condition of type `kind` that holds (`True`) when `ok`, changed now: the one
+    builder of conditions, for plans (as a dict, `condition`) and NodePartitions alike."""
+    return Condition(
+        type=kind,
+        status="True" if ok else "False",
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        last_transition_time=now_stamp(),
+    )
+
+
 def condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
-    """A condition of type `kind` that holds (`True`) when `ok`."""
-    return {
-        "type": kind,
-        "status": "True" if ok else "False",
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-        "lastTransitionTime": now_stamp(),
-    }
+    """`new_condition` as status takes it."""
+    built = new_condition(kind, ok, reason, message, generation)
+    return built.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def keep_transition_times(

@@ -12,10 +12,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from migplan.planner.group import (
+    GROUP,
+    NODE_PARTITION_KIND,
+    NODE_PARTITIONS,
+    PLAN_KIND,
+    PLANS,
+    VERSION,
+)
 from migplan.planner.nodepartition import NodePartitionSpec, NodePartitionStatus
-from migplan.planner.spec import API_VERSION, PlanSpec, PlanStatus
+from migplan.planner.spec import PlanSpec, PlanStatus
 
-GROUP, VERSION = API_VERSION.split("/")
 CRON_RULE = r"^\s*([0-9A-Za-z*/,?#-]+\s+){4}[0-9A-Za-z*/,?#-]+\s*$"
 PROFILE_RULE = r"^[1-9][0-9]*g\.[0-9]+gb(\+me\.all|\+me|\+gfx|-me)?$"
 _DROP = {"title", "default", "examples", "propertyNames"}
@@ -196,8 +203,8 @@ def _crd(
 def plan_crd() -> Schema:
     """The GPUPartitionPlan CRD."""
     return _crd(
-        kind="GPUPartitionPlan",
-        plural="gpupartitionplans",
+        kind=PLAN_KIND,
+        plural=PLANS,
         short=["gpp"],
         spec=plan_spec_schema(),
         status=_status(PlanStatus),
@@ -236,8 +243,8 @@ def plan_crd() -> Schema:
 def node_partition_crd() -> Schema:
     """The NodePartition CRD."""
     return _crd(
-        kind="NodePartition",
-        plural="nodepartitions",
+        kind=NODE_PARTITION_KIND,
+        plural=NODE_PARTITIONS,
         short=["np"],
         spec=openapi(NodePartitionSpec),
         status=_status(NodePartitionStatus),
@@ -256,6 +263,6 @@ def node_partition_crd() -> Schema:
 def all_crds() -> dict[str, Schema]:
     """File name in crds/ -> CRD."""
     return {
-        "migplan.io_gpupartitionplans.yaml": copy.deepcopy(plan_crd()),
-        "migplan.io_nodepartitions.yaml": copy.deepcopy(node_partition_crd()),
+        f"{GROUP}_{PLANS}.yaml": copy.deepcopy(plan_crd()),
+        f"{GROUP}_{NODE_PARTITIONS}.yaml": copy.deepcopy(node_partition_crd()),
     }

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from migplan.planner.catalog import PROFILE_NAME, Catalog, GpuModel
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.group import API_VERSION, ApiVersion
 from migplan.planner.layout import Instance, Layout, check_layout
 from migplan.planner.resources import is_mig_resource
 from migplan.planner.schema import CamelModel
@@ -145,7 +146,7 @@ class PendingWorkload(CamelModel):
 class Inventory(CamelModel):
     """A snapshot of the cluster's GPU nodes (file kind `Inventory`)."""
 
-    api_version: Literal["migplan.io/v1alpha1"] = "migplan.io/v1alpha1"
+    api_version: ApiVersion = API_VERSION
     kind: Literal["Inventory"] = "Inventory"
     namespaces: Annotated[dict[str, dict[str, str]], Field(max_length=MAX_NAMESPACES)] = Field(
         default_factory=dict, description="namespace -> its labels (for namespace selectors)"

@@ -7,10 +7,11 @@ NVML actually shows, which pod uses which instance, and the spec generation it h
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from migplan.planner.group import API_VERSION, NODE_PARTITION_KIND, ApiVersion
 from migplan.planner.schema import CamelModel
 from migplan.planner.spec import ObjectMeta
 
@@ -83,8 +84,27 @@ class NodePartitionStatus(CamelModel):
 class NodePartition(CamelModel):
     """A NodePartition object."""
 
-    api_version: str = "migplan.io/v1alpha1"
-    kind: str = "NodePartition"
+    api_version: ApiVersion = API_VERSION
+    kind: Literal["NodePartition"] = NODE_PARTITION_KIND
     metadata: ObjectMeta
     spec: NodePartitionSpec
     status: NodePartitionStatus | None = None
+
+    @classmethod
+    def for_node(cls, spec: NodePartitionSpec, *, node_uid: str | None = None) -> NodePartition:
+        """The NodePartition of `spec.node_name`, named after it; owned by the Node when its
+        uid is given, so that it goes when the node goes."""
+        owner = (
+            {
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": spec.node_name, "uid": node_uid}
+                ]
+            }
+            if node_uid
+            else {}
+        )
+        return cls(metadata=ObjectMeta(name=spec.node_name, **owner), spec=spec)
+
+    def body(self) -> dict[str, Any]:
+        """The object as the API takes it (camelCase, unset fields left out)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -15,10 +15,10 @@ from zoneinfo import available_timezones
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from migplan.planner.catalog import PROFILE_NAME
+from migplan.planner.group import ApiVersion
 from migplan.planner.resources import RESOURCE_NAME
 from migplan.planner.schema import CamelModel
 
-API_VERSION = "migplan.io/v1alpha1"
 DURATION = re.compile(r"^([0-9]{1,4}h)?([0-9]{1,6}m)?([0-9]{1,8}s)?$")
 """A Go-style duration of hours, minutes and seconds: `2h`, `90m`, `1h30m`, `45s`. The digit
 counts bound it (under 14 years), so the API server itself rejects `999999999h`."""
@@ -432,7 +432,7 @@ class GPUPartitionPlan(CamelModel):
     """A GPUPartitionPlan manifest as a user applies it."""
 
     model_config = ConfigDict(extra="ignore")  # status and other server fields may be present
-    api_version: Literal["migplan.io/v1alpha1"]
+    api_version: ApiVersion
     kind: Literal["GPUPartitionPlan"]
     metadata: ObjectMeta
     spec: PlanSpec

@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
@@ -17,7 +16,7 @@ import structlog
 from migplan.operator.agent.metrics import record_pass
 from migplan.operator.agent.podresources import dra_instances
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
-from migplan.operator.conditions import keep_transition_times
+from migplan.operator.conditions import keep_transition_times, new_condition
 from migplan.operator.kube import client as kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
@@ -123,14 +122,14 @@ class NodeAgent:
         if restart_error is not None:
             phase = "Failed"
             conditions.append(
-                _condition("Ready", False, "ComponentsNotRestarted", restart_error, generation)
+                new_condition("Ready", False, "ComponentsNotRestarted", restart_error, generation)
             )
         elif phases == {GpuPhase.CONVERGED}:
             check = self._slices_match if spec.dra else self._allocatable_matches
             ready, message = check(observed)
             phase = "Applied" if ready else "WaitingForDevicePlugin"
             conditions.append(
-                _condition(
+                new_condition(
                     "Ready", ready, "Applied" if ready else "Allocatable", message, generation
                 )
             )
@@ -147,10 +146,10 @@ class NodeAgent:
             )
             phase = worst.value
             reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
-            conditions.append(_condition("Ready", False, worst.value, reasons, generation))
-        conditions.append(self._profiles_condition(generation))
+            conditions.append(new_condition("Ready", False, worst.value, reasons, generation))
+        conditions.append(self._profilesnew_condition(generation))
         conditions.append(
-            _condition("NvmlReady", True, "Loaded", "NVML answers on this node", generation)
+            new_condition("NvmlReady", True, "Loaded", "NVML answers on this node", generation)
         )
         applied = generation if phase == "Applied" else previous.get("appliedGeneration")
         status = NodePartitionStatus(
@@ -209,7 +208,7 @@ class NodeAgent:
             applied_generation=previous.get("appliedGeneration"),
             gpu_count=0,
             gpus=(),
-            conditions=(_condition("NvmlReady", False, _camel(name), message, generation),),
+            conditions=(new_condition("NvmlReady", False, _camel(name), message, generation),),
         )
         if self._write_status(status, previous):
             log.error("NVML unavailable", node=self.node, error=str(exc))
@@ -243,14 +242,14 @@ class NodeAgent:
                 differences=self.profile_differences,
             )
 
-    def _profiles_condition(self, generation: int) -> Condition:
+    def _profilesnew_condition(self, generation: int) -> Condition:
         differences = self.profile_differences or []
         message = (
             "; ".join(differences)
             if differences
             else ("NVML's profiles and placements match profiles/")
         )
-        return _condition(
+        return new_condition(
             "ProfilesMatch",
             not differences,
             "Mismatch" if differences else "Match",
@@ -381,14 +380,3 @@ NVML_HINTS = {
 
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
-
-
-def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> Condition:
-    return Condition(
-        type=kind,
-        status="True" if ok else "False",
-        reason=reason,
-        message=message,
-        observed_generation=generation,
-        last_transition_time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )

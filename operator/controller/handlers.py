@@ -24,9 +24,9 @@ from migplan.operator.kube import client as kube
 from migplan.operator.kube.leader import Leadership
 from migplan.operator.kube.leader import identity as leader_identity
 from migplan.planner.catalog import default_catalog
+from migplan.planner.group import GROUP, PLANS, VERSION
 from migplan.planner.spec import Actuator
 
-GROUP, VERSION, PLURAL = "migplan.io", "v1alpha1", "gpupartitionplans"
 _state: dict[str, Any] = {}
 log = structlog.get_logger("migplan.operator")
 
@@ -149,8 +149,8 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+@kopf.on.create(GROUP, VERSION, PLANS)
+@kopf.on.update(GROUP, VERSION, PLANS, field="spec")
 def on_spec(name: str, **_: Any) -> None:
     """A new or changed spec: plan it."""
     if not _acting():
@@ -158,7 +158,7 @@ def on_spec(name: str, **_: Any) -> None:
     _state["controller"].spec_changed(name)
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.resume(GROUP, VERSION, PLANS)
 def on_resume(name: str, **_: Any) -> None:
     """The operator started: pick up where the plan's status says it was."""
     if not _acting():
@@ -166,7 +166,7 @@ def on_resume(name: str, **_: Any) -> None:
     _state["controller"].resumed(name)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+@kopf.on.delete(GROUP, VERSION, PLANS, optional=True)
 def on_delete(name: str, **_: Any) -> None:
     """A plan deleted mid-rollout leaves no node cordoned. No finalizer: if the operator is
     away when a plan goes, the ticker uncordons its nodes when it comes back."""

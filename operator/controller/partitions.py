@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from migplan.operator.kube import client as kube
+from migplan.planner.nodepartition import NodePartition, NodePartitionSpec
 
 log = structlog.get_logger("migplan.operator")
 
@@ -30,16 +31,8 @@ class PartitionBootstrap:
         with self._lock:
             if node in self._seen:
                 return
-        body = {
-            "apiVersion": "migplan.io/v1alpha1",
-            "kind": "NodePartition",
-            "metadata": {
-                "name": node,
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}],
-            },
-            "spec": {"nodeName": node, "gpus": []},
-        }
-        if kube.create_node_partition(self._api, body=body):
+        empty = NodePartition.for_node(NodePartitionSpec(node_name=node), node_uid=uid)
+        if kube.create_node_partition(self._api, body=empty.body()):
             log.info("node partition created", node=node)
         with self._lock:
             self._seen.add(node)

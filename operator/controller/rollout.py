@@ -30,6 +30,7 @@ from migplan.operator.dra.devices import DeviceKind
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.layout import Instance, Layout
+from migplan.planner.nodepartition import NodePartition, NodePartitionSpec
 from migplan.planner.resources import is_mig_resource, resource_name
 from migplan.planner.rollout import NodeRollout, NodeStep
 from migplan.planner.schedule import parse_timestamp, timestamp
@@ -380,15 +381,8 @@ class NodeStepper:
         if self.actuator is Actuator.MIG_MANAGER:
             # The agent only reports on this node from now on: no target of its own to
             # enforce against what mig-manager makes.
-            kube.apply_node_partition(
-                self.api,
-                body={
-                    "apiVersion": "migplan.io/v1alpha1",
-                    "kind": "NodePartition",
-                    "metadata": {"name": record.node},
-                    "spec": {"nodeName": record.node, "plan": self.plan, "gpus": []},
-                },
-            )
+            reporting = NodePartitionSpec(node_name=record.node, plan=self.plan)
+            kube.apply_node_partition(self.api, body=NodePartition.for_node(reporting).body())
             return self._hand_to_mig_manager(record)
         staying = mig_manager.pods_on(self.api, node=record.node, settings=self.gpu_operator)
         if staying:
@@ -401,23 +395,16 @@ class NodeStepper:
                     "false: the agent changes nothing while it could rebuild the GPUs",
                 )
             return self._waiting(record, f"waiting for mig-manager to leave: {', '.join(staying)}")
-        body = {
-            "apiVersion": "migplan.io/v1alpha1",
-            "kind": "NodePartition",
-            "metadata": {"name": record.node},
-            "spec": {
-                "nodeName": record.node,
-                "plan": self.plan,
-                "planGeneration": self.plan_generation,
-                "gpus": [
-                    t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in record.gpus
-                ],
-                "evictedPods": list(record.evict),
-                **({"evictedPodUids": dict(record.evict_uids)} if record.evict_uids else {}),
-                **({"dra": True} if self.dra_mode is DraMode.STATIC else {}),
-            },
-        }
-        kube.apply_node_partition(self.api, body=body)
+        target = NodePartitionSpec(
+            node_name=record.node,
+            plan=self.plan,
+            plan_generation=self.plan_generation,
+            gpus=record.gpus,
+            evicted_pods=record.evict,
+            evicted_pod_uids=dict(record.evict_uids),
+            dra=self.dra_mode is DraMode.STATIC,
+        )
+        kube.apply_node_partition(self.api, body=NodePartition.for_node(target).body())
         written = kube.get_node_partition(self.api, name=record.node) or {}
         generation = int(written.get("metadata", {}).get("generation", 0))
         updated = record.model_copy(update={"generation": generation})
@@ -599,15 +586,15 @@ class NodeStepper:
         found = kube.get_node_partition(self.api, name=record.node)
         if found is None:
             return
-        spec = dict(found["spec"])
-        spec["gpus"] = [
-            {
-                "index": t.index,
-                "layout": layouts.get(t.index, t.layout),
-                **({"uuid": t.uuid} if t.uuid else {}),
+        pinned = NodePartitionSpec.model_validate(found["spec"]).model_copy(
+            update={
+                "gpus": tuple(
+                    t.model_copy(update={"layout": layouts.get(t.index, t.layout)})
+                    for t in record.gpus
+                )
             }
-            for t in record.gpus
-        ]
+        )
+        spec = pinned.model_dump(mode="json", by_alias=True, exclude_none=True)
         kube.apply_node_partition(self.api, body={**found, "spec": spec})
 
     def _allocatable_mismatch(self, node: str, layouts: dict[int, str]) -> str | None:

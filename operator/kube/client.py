@@ -30,10 +30,8 @@ from urllib3.exceptions import HTTPError as TransportError
 
 from migplan.operator.kube import metrics as api_metrics
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.group import GROUP, NODE_PARTITIONS, PLANS, VERSION
 
-GROUP, VERSION = "migplan.io", "v1alpha1"
-NODE_PARTITIONS = "nodepartitions"
-PLANS = "gpupartitionplans"
 RETRIED = frozenset({409, 429, 500, 502, 503, 504})
 """Conflicts, throttling (API Priority and Fairness) and transient server errors: a write
 that meets one is tried again."""

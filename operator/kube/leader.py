@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -107,10 +107,11 @@ class _ObservedLock(LeaseLock):
         for _ in range(attempts):
             try:
                 lease = self.api_instance.read_namespaced_lease(self.name, self.namespace)
-                if (lease.spec.holder_identity or "") != self.identity:
+                spec = lease.spec
+                if spec is None or spec.holder_identity != self.identity:
                     return False
-                lease.spec.holder_identity = None
-                lease.spec.lease_duration_seconds = 1
+                spec.holder_identity = None
+                spec.lease_duration_seconds = 1
                 self.api_instance.replace_namespaced_lease(
                     name=self.name, namespace=self.namespace, body=lease
                 )

@@ -14,12 +14,14 @@ from functools import partial
 from typing import Any
 
 from migplan.operator.skipped import Skipped, guarded
+from migplan.planner.group import GROUP
+from migplan.planner.group import PLAN_KIND as GPU_PARTITION_PLAN
 from migplan.planner.inventory import ClaimRequest, PendingWorkload, WorkloadPodSet
 from migplan.planner.resources import is_mig_resource
 
 CONTROLLER = "migplan.io/partition"
 """The controllerName of the AdmissionChecks migplan manages."""
-PLAN_KIND = ("migplan.io", "GPUPartitionPlan")
+PLAN_KIND = (GROUP, GPU_PARTITION_PLAN)
 
 TemplateClaims = Callable[[str, Mapping[str, Any], str], list[ClaimRequest]]
 """(namespace, a pod template's spec, where) -> what its DRA claim templates ask for."""
