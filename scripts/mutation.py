@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -28,24 +29,78 @@ EXCLUDED_OPERATORS = [
 ]
 
 
-PARAMETER = re.compile(r"^\*{0,2}\w+: [^=]+(?: = [^=]+)?,$")
-"""A parameter on its own line of a signature: `name: type,` or `name: type = default,`."""
+HUNK = re.compile(r"^@@ -(\d+)")
 
 
 def equivalent_by_rule(before: str, after: str) -> bool:
-    """Mutants equivalent wherever they appear:
-    - `*,` -> `/,` in a signature makes the arguments before it positional-only and those
-      after positional-or-keyword: every caller of a keyword-only function names those (the
-      style, and mypy), so none notices;
-    - a change inside a parameter's annotation (`tuple[int, int] | None` -> `... - None`):
-      every module has `from __future__ import annotations`, so annotations of functions
-      are never evaluated (pydantic and dataclass fields are not parameters: no comma)."""
-    if "*," in before and after == before.replace("*,", "/,", 1):
-        return True
-    if PARAMETER.match(before) and PARAMETER.match(after):
-        name, _, rest = before.partition(": ")
-        return after.startswith(f"{name}: ") and "=" not in rest
-    return False
+    """`*,` -> `/,` in a signature makes the arguments before it positional-only and those
+    after positional-or-keyword: every caller of a keyword-only function names those (the
+    style, and mypy), so none notices."""
+    return "*," in before and after == before.replace("*,", "/,", 1)
+
+
+def mutated_source(source: str, diff: str) -> str | None:
+    """`source` with the one line cosmic-ray's unified `diff` changes changed; None when the
+    diff is not one changed line."""
+    lines = source.splitlines()
+    number = None
+    replacement = None
+    for line in diff.splitlines():
+        found = HUNK.match(line)
+        if found:
+            number = int(found.group(1)) - 1
+        elif number is None or line.startswith(("---", "+++")):
+            continue
+        elif line.startswith("-"):
+            if replacement is not None or lines[number] != line[1:]:
+                return None
+            replacement = number
+            number += 1
+        elif line.startswith("+"):
+            if replacement is None:
+                return None
+            lines[replacement] = line[1:]
+        else:
+            number += 1
+    return "\n".join(lines) + "\n" if replacement is not None else None
+
+
+def _without_signature_annotations(tree: ast.AST) -> str:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.returns = None
+            arguments = node.args
+            for arg in (
+                *arguments.posonlyargs,
+                *arguments.args,
+                *arguments.kwonlyargs,
+                arguments.vararg,
+                arguments.kwarg,
+            ):
+                if arg is not None:
+                    arg.annotation = None
+    return ast.dump(tree)
+
+
+def annotations_only(source: str, diff: str) -> bool:
+    """Whether the mutant differs from `source` only in the annotations of a function's
+    parameters or return (`Finding | None` -> `Finding + None`): every module has
+    `from __future__ import annotations`, so those are never evaluated. Annotations of
+    pydantic and dataclass fields are evaluated, so those are not judged here, nor modules
+    that import typer (it reads its commands' annotations)."""
+    mutated = mutated_source(source, diff)
+    if mutated is None or "from __future__ import annotations" not in source:
+        return False
+    if re.search(r"^(import|from) typer", source, re.MULTILINE):
+        return False
+    try:
+        changed = ast.parse(mutated)
+    except SyntaxError:
+        return False
+    original = ast.parse(source)
+    return ast.dump(original) != ast.dump(changed) and _without_signature_annotations(
+        original
+    ) == _without_signature_annotations(changed)
 
 
 @dataclass
@@ -142,6 +197,7 @@ def run_module(module: str, tests: list[str], equivalent: list[dict[str, str]]) 
                 raise SystemExit(
                     f"{module}: {Path(str(step[0])).name} failed:\n{ran.stderr[-3000:]}"
                 )
+        original = (tree / module).read_text()
         with use_db(str(session), WorkDB.Mode.open) as db:
             for _, result in db.completed_work_items:
                 if result.worker_outcome is WorkerOutcome.SKIPPED:
@@ -153,14 +209,26 @@ def run_module(module: str, tests: list[str], equivalent: list[dict[str, str]]) 
                     outcome.killed += 1
                     continue
                 before, after = changed_line(result.diff, "-"), changed_line(result.diff, "+")
-                if equivalent_by_rule(before, after) or any(
-                    e["module"] == module and e["before"] == before and e["after"] == after
-                    for e in equivalent
+                if (
+                    equivalent_by_rule(before, after)
+                    or annotations_only(original, result.diff or "")
+                    or any(
+                        e["module"] == module and e["before"] == before and e["after"] == after
+                        for e in equivalent
+                    )
                 ):
                     outcome.equivalent += 1
                 else:
                     outcome.survivors.append({"before": before, "after": after})
     outcome.seconds = round(time.monotonic() - started, 1)
+    # Said as each module ends: a run of every module takes an hour or more.
+    said = [
+        f"{module}: {outcome.mutants} mutants, {outcome.killed} killed, "
+        f"{outcome.equivalent} equivalent, {len(outcome.survivors)} survive "
+        f"({outcome.ratio:.1%}, {outcome.seconds:.0f} s)",
+        *(f"  - {s['before']}\n  + {s['after']}" for s in outcome.survivors),
+    ]
+    print("\n".join(said), file=sys.stderr, flush=True)
     return outcome
 
 

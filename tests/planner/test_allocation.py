@@ -197,12 +197,25 @@ def test_bundles_never_take_more_than_their_nodes_hold(case) -> None:
 # ---- optimality against a brute force (#35 item 4) ------------------------------------------
 
 
-def brute_force(demand, available) -> int:
-    """The most weighted demand met, by trying every way to serve every unit."""
+def tie_rank(demand) -> list[int]:
+    """Per item, how it ranks when weights tie: higher priority first, then earlier items
+    (len(demand) for the first, 1 for the last)."""
+    order = sorted(range(len(demand)), key=lambda n: (-demand[n].priority, n))
+    rank = [0] * len(demand)
+    for position, n in enumerate(order):
+        rank[n] = len(demand) - position
+    return rank
+
+
+def brute_force(demand, available) -> tuple[int, int]:
+    """The best allocation's (weighted demand met, units met times their tie rank), by trying
+    every way to serve every unit: the most weighted demand, ties to higher priority, then to
+    earlier items."""
     import itertools
 
     from migplan.planner.demand import demand_weight
 
+    rank = tie_rank(demand)
     options = []  # per item: every (units per profile) it could take, unmet allowed
     for item in demand:
         ways = []
@@ -210,7 +223,7 @@ def brute_force(demand, available) -> int:
             if sum(split) <= item.count:
                 ways.append(dict(zip(item.profiles, split, strict=True)))
         options.append(ways)
-    best = 0
+    best = (0, 0)
     for choice in itertools.product(*options):
         used = {kind: Counter() for kind in DemandKind}
         for item, taken in zip(demand, choice, strict=True):
@@ -218,12 +231,12 @@ def brute_force(demand, available) -> int:
         if all(
             n <= max(available[kind].get(p, 0), 0) for kind in used for p, n in used[kind].items()
         ):
-            best = max(
-                best,
-                sum(
-                    sum(t.values()) * demand_weight(i) for i, t in zip(demand, choice, strict=True)
-                ),
+            units = [sum(t.values()) for t in choice]
+            score = (
+                sum(u * demand_weight(i) for u, i in zip(units, demand, strict=True)),
+                sum(u * r for u, r in zip(units, rank, strict=True)),
             )
+            best = max(best, score)
     return best
 
 
@@ -247,10 +260,55 @@ supplies = st.fixed_dictionaries(
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(demand=st.lists(items, min_size=1, max_size=3), available=supplies)
+@given(demand=st.lists(items, min_size=1, max_size=4), available=supplies)
 def test_allocation_is_optimal_with_priorities_and_either_or_items(demand, available) -> None:
     found = allocate(demand, available)
-    assert found.weighted(demand) == brute_force(demand, available)
+    ranked = sum(m * r for m, r in zip(found.met, tie_rank(demand), strict=True))
+    assert (found.weighted(demand), ranked) == brute_force(demand, available)
     for item, met, served in zip(demand, found.met, found.served, strict=True):
         assert 0 <= met <= item.count
         assert set(served) <= set(item.profiles)
+
+
+# ---- what the brute force's small cases do not reach (scripts/mutation, #35) ---------------
+
+
+def test_weight_decides_before_tie_rank_however_far_apart_the_ranks(want) -> None:
+    # The either/or item ranks first (earlier, same priority) but is worth 1 (its 1g); the
+    # 2g item is worth 2. A cost mixing the two criteria would give the 2g to the first.
+    demand = [
+        want("1g.10gb", 1, alternatives=("2g.20gb",)),
+        want("3g.40gb", 1),
+        want("2g.20gb", 1),
+    ]
+    result = allocate(demand, supply(free={"2g.20gb": 1}))
+    assert result.met == (0, 0, 1)
+
+
+def test_a_bundle_of_hundreds_of_pods_stops_at_its_count(bundle) -> None:
+    # Past 256, equal ints are distinct objects: the count must be compared by value.
+    # Four pods fit a node, so the 301st is alone on the 76th with room for three more.
+    nodes = {f"n{i:03}": {"1g.10gb": 8} for i in range(100)}
+    demand = [bundle(301, {"1g.10gb": 2})]
+    result = allocate(demand, supply(free={"1g.10gb": 800}), nodes=nodes)
+    assert result.met == (301,)
+    assert result.served == ({"1g.10gb": 602},)
+
+
+def test_scattered_instances_are_taken_from_as_many_nodes_as_it_needs() -> None:
+    from migplan.planner.allocation import take_scattered
+
+    nodes = {"a": Counter({"1g.10gb": 1}), "b": Counter({"1g.10gb": 2}), "c": Counter()}
+    take_scattered(nodes, "1g.10gb", 3)
+    assert nodes == {"a": Counter({"1g.10gb": 0}), "b": Counter({"1g.10gb": 0}), "c": Counter()}
+
+
+def test_hostable_counts_pods_node_by_node_and_reads_a_deficit_as_none() -> None:
+    from migplan.planner.allocation import hostable
+    from migplan.planner.demand import Part
+
+    two = (Part(("1g.10gb",), 2),)
+    assert hostable(two, {"a": {"1g.10gb": 5}, "b": {"1g.10gb": 2}, "c": {"1g.10gb": 1}}) == 3
+    either = (Part(("1g.10gb", "2g.20gb"), 1),)
+    # A pinned pod left without its instance shows as -1 free: no instance to give.
+    assert hostable(either, {"a": {"1g.10gb": -1, "2g.20gb": 1}}) == 1

@@ -154,7 +154,7 @@ def test_nodes_go_in_order_evicting_last_then_by_benefit_evictions_and_name(cata
         changed("e2", "3g.40gb@0", ("ml/z",)),
         changed("b3", "3g.40gb@0+3g.40gb@4"),
         changed("a3", "3g.40gb@0+3g.40gb@4"),
-        changed("c1", "3g.40gb@0"),
+        changed("a1", "3g.40gb@0"),  # less benefit than a3 and b3, though first by name
         changed("d0", "1g.10gb@0"),  # nothing the demand wants
         GpuPlan(node="z", gpu=0, model="H100-80GB", before="-", after="-"),
     )
@@ -162,8 +162,73 @@ def test_nodes_go_in_order_evicting_last_then_by_benefit_evictions_and_name(cata
     assert [(r.node, r.order, r.benefit) for r in records] == [
         ("a3", 0, 2),
         ("b3", 1, 2),
-        ("c1", 2, 1),
+        ("a1", 2, 1),
         ("d0", 3, 0),
         ("e2", 4, 1),
         ("e1", 5, 1),
     ]
+
+
+def test_the_nodes_in_hand_are_taken_from_max_unavailable() -> None:
+    records = [record("a", 0, NodeStep.VERIFYING), record("b", 1), record("c", 2)]
+    assert nodes_to_start(
+        records, max_unavailable=2, window_open=True, create_outside_window=False
+    ) == ["b"]
+
+
+def test_more_in_hand_than_max_unavailable_starts_nothing() -> None:
+    """maxUnavailable lowered mid-rollout: the nodes in hand finish, none start."""
+    records = [
+        record("a", 0, NodeStep.EVICTING),
+        record("b", 1, NodeStep.PARTITIONING),
+        record("c", 2),
+        record("d", 3),
+    ]
+    assert (
+        nodes_to_start(records, max_unavailable=1, window_open=True, create_outside_window=True)
+        == []
+    )
+
+
+def test_what_makes_a_node_disruptive(catalog) -> None:
+    """An eviction or a destroyed GPU instance needs the window; enabling MIG on an idle GPU
+    and creating instances do not."""
+    from migplan.planner.plan import GpuPlan, Operation, OperationKind
+
+    base = plan_for(catalog, {"n": ("-", {})}, pending=1)
+
+    def gpu(node: str, kinds: tuple[str, ...], evict: tuple[str, ...] = ()) -> GpuPlan:
+        ops = tuple(Operation(kind=OperationKind(k), instance="3g.40gb@0") for k in kinds)
+        return GpuPlan(
+            node=node,
+            gpu=0,
+            model="H100-80GB",
+            before="-",
+            after="3g.40gb@0",
+            operations=ops,
+            evict=evict,
+        )
+
+    gpus = (
+        gpu("enable", ("enable-mig", "create-gi", "create-ci")),
+        gpu("whole", ("enable-mig", "create-gi", "create-ci"), ("ml/whole",)),
+        gpu("destroy", ("destroy-ci", "destroy-gi", "create-gi", "create-ci")),
+        gpu("create", ("create-gi", "create-ci")),
+    )
+    records = rollout_nodes(base.model_copy(update={"gpus": gpus}))
+    assert {r.node: r.disruptive for r in records} == {
+        "enable": False,
+        "whole": True,
+        "destroy": True,
+        "create": False,
+    }
+    assert not any(r.stale for r in records)
+
+
+def test_a_record_from_an_older_status_reads_as_first_without_benefit_not_stale() -> None:
+    old = NodeRollout.model_validate({"node": "a", "before": [], "gpus": [], "disruptive": True})
+    assert (old.order, old.benefit, old.stale, old.step) == (0, 0, False, NodeStep.PENDING)
+    with pytest.raises(ValueError, match="order"):
+        NodeRollout.model_validate(
+            {"node": "a", "before": [], "gpus": [], "disruptive": True, "order": -1}
+        )

@@ -13,11 +13,13 @@ from migplan.operator.gpu_operator import (
 )
 from migplan.operator.preflight.checks import (
     ClusterFacts,
+    Finding,
     NodeFacts,
     Severity,
     blocked_nodes,
     preflight,
     summary,
+    worst,
 )
 from migplan.planner.spec import Actuator
 
@@ -203,3 +205,174 @@ def test_cdi_mode_is_read_from_the_cluster_policy() -> None:
         "Cdi",
     )[0]
     assert "no GPU Operator ClusterPolicy" in none.message
+
+
+def label(value: str) -> str:
+    """`value` as a new string object, as a label read from the API is: never the literal
+    the code compares with (an `is` where `==` belongs must fail)."""
+    return "".join(list(value))
+
+
+@pytest.mark.parametrize(
+    ("strategy", "seen"),
+    [
+        (
+            "single",
+            "as nvidia.com/gpu, so pods asking for nvidia.com/mig-* never see what migplan makes",
+        ),
+        ("none", "not at all"),
+    ],
+)
+def test_each_refused_strategy_says_how_instances_would_be_advertised(strategy, seen) -> None:
+    labels = {"nvidia.com/mig.strategy": label(strategy)}
+    (finding,) = by_check(findings(live(node(labels=labels))), "MigStrategy")
+    assert finding.message == (
+        f"MIG strategy {strategy}: the device plugin advertises MIG instances {seen}; "
+        "migplan changes nothing on this node"
+    )
+
+
+def test_mixed_read_from_the_api_is_ok() -> None:
+    (finding,) = by_check(
+        findings(live(node(labels={"nvidia.com/mig.strategy": label("mixed")}))), "MigStrategy"
+    )
+    assert finding.severity is Severity.OK
+
+
+def test_an_unknown_strategy_is_shown_cut_to_63_characters() -> None:
+    value = "x" * 70
+    facts = ClusterFacts(
+        nodes=(NodeFacts(name="n1", labels={"nvidia.com/mig.strategy": value}),), live=False
+    )
+    (finding,) = findings(facts)
+    assert f"='{'x' * 63}' is no MIG strategy" in finding.message
+
+
+def test_fenced_only_by_the_exact_label_value() -> None:
+    fence = {MIG_MANAGER_DEPLOY_LABEL: label("false"), MIG_CONFIG_LABEL: label(AGENT_OWNED)}
+    (finding,) = by_check(findings(live(node(labels=fence))), "MigManager")
+    assert finding.severity is Severity.OK
+    # A config that merely sorts after migplan's own is someone else's.
+    other = {MIG_MANAGER_DEPLOY_LABEL: "false", MIG_CONFIG_LABEL: AGENT_OWNED + "-x"}
+    (finding,) = by_check(findings(live(node(labels=other))), "MigManager")
+    assert finding.message == "mig-manager does not run here"
+
+
+def test_mig_manager_running_on_an_agent_node_names_its_config_or_none() -> None:
+    running = HEALTHY | {"mig-manager"}
+    (unset,) = by_check(findings(live(node(components=running))), "MigManager")
+    assert f"applies {MIG_CONFIG_LABEL}=(unset) each time it starts" in unset.message
+    labels = {MIG_CONFIG_LABEL: "all-1g.10gb"}
+    (named,) = by_check(findings(live(node(components=running, labels=labels))), "MigManager")
+    assert f"applies {MIG_CONFIG_LABEL}=all-1g.10gb each time it starts" in named.message
+
+
+def test_a_node_migplan_fenced_for_its_agent_is_a_note_under_mig_manager() -> None:
+    fenced = node(
+        labels={MIG_MANAGER_DEPLOY_LABEL: "false"}, annotations={DISABLED_BY_MIGPLAN: "t"}
+    )
+    (finding,) = by_check(findings(live(fenced), Actuator.MIG_MANAGER), "MigManager")
+    assert finding.message == (
+        "migplan turned mig-manager off here for its agent; it turns it back on when it "
+        "hands this node to mig-manager"
+    )
+
+
+def test_components_that_run_are_named() -> None:
+    found = findings(live(node()))
+    assert [f.message for f in by_check(found, "DevicePlugin")] == ["device-plugin runs here"]
+    assert [f.message for f in by_check(found, "FeatureDiscovery")] == [
+        "gpu-feature-discovery runs here"
+    ]
+
+
+def test_only_the_named_condition_is_read() -> None:
+    """Other conditions of the agent (sorting before or after the one asked for) are not
+    taken for NvmlReady or ProfilesMatch."""
+    unreported = {
+        "gpus": [],
+        "conditions": [
+            {"type": "Applied", "status": "False", "message": "a"},
+            {"type": "Ready", "status": "False", "message": "r"},
+            {"type": "NvmlReady", "status": "True", "message": "ok"},
+        ],
+    }
+    found = findings(live(node(partition=unreported)))
+    assert by_check(found, "Nvml") == []
+    assert [f.severity for f in by_check(found, "Agent")] == [Severity.WARNING]
+    reported = {
+        **REPORTED,
+        "conditions": [
+            {"type": "Applied", "status": "False", "message": "a"},
+            {"type": "Ready", "status": "False", "message": "r"},
+            {"type": "ProfilesMatch", "status": "True", "message": "ok"},
+        ],
+    }
+    assert by_check(findings(live(node(partition=reported))), "Profiles") == []
+
+
+def test_nvml_and_profile_findings_quote_the_agent() -> None:
+    nvml = {"gpus": [], "conditions": [{"type": "NvmlReady", "status": "False", "message": "m1"}]}
+    (finding,) = by_check(findings(live(node(partition=nvml))), "Nvml")
+    assert finding.message == "the agent cannot use NVML: m1"
+    profiles = {
+        **REPORTED,
+        "conditions": [{"type": "ProfilesMatch", "status": "False", "message": "m2"}],
+    }
+    (finding,) = by_check(findings(live(node(partition=profiles))), "Profiles")
+    assert finding.message == "NVML's profiles differ from migplan's catalog: m2"
+    (agent,) = by_check(findings(live(node())), "Agent")
+    assert agent.message == "reports phase Applied"
+
+
+def test_cdi_off_is_ok_and_offline_says_nothing_of_cdi() -> None:
+    (off,) = by_check(findings(live(node(), policy={"cdi": {"enabled": False}})), "Cdi")
+    assert (off.severity, off.message) == (Severity.OK, "CDI is off in the ClusterPolicy")
+    offline = ClusterFacts(nodes=(node(),), live=False, cluster_policy={"cdi": {}})
+    assert by_check(findings(offline), "Cdi") == []
+
+
+def refused(name: str, check: str = "MigStrategy"):
+    return Finding(check, Severity.BLOCKING, f"{name} is refused", node=name)
+
+
+def warned(name: str):
+    return Finding("Agent", Severity.WARNING, f"{name} warns", node=name)
+
+
+@pytest.mark.parametrize(
+    ("count", "tail"),
+    [(5, ""), (6, "; and 1 more"), (8, "; and 3 more"), (12, "; and 7 more")],
+)
+def test_the_summary_lists_five_refusals_and_counts_the_rest(count, tail) -> None:
+    found = [refused(f"n{i}") for i in range(count)]
+    passed, reason, message = summary(found)
+    shown = "; ".join(f"n{i}: n{i} is refused" for i in range(5))
+    assert (passed, reason) == (False, "MigStrategy")
+    assert message == f"{count} of {count} nodes refused: {shown}{tail}"
+
+
+def test_the_summary_names_one_check_or_says_several_and_counts_warnings() -> None:
+    found = [refused("a"), refused("b", "Nvml"), warned("c")]
+    assert summary(found) == (
+        False,
+        "Several",
+        "2 of 3 nodes refused: a: a is refused; b: b is refused (and 1 warnings)",
+    )
+    assert (
+        summary([refused("a"), refused("b")])[2]
+        == "2 of 2 nodes refused: a: a is refused; b: b is refused"
+    )
+    assert summary([warned("c")]) == (
+        True,
+        "Warnings",
+        "1 nodes checked, 1 warnings: c: c warns",
+    )
+
+
+def test_a_cluster_wide_refusal_blocks_no_node_by_name() -> None:
+    cluster = Finding("Cdi", Severity.BLOCKING, "cluster-wide")
+    assert blocked_nodes([cluster, refused("a")]) == {"a": "a is refused"}
+    assert worst([warned("a"), cluster]) is Severity.BLOCKING
+    assert worst([warned("a")]) is Severity.WARNING
+    assert worst([]) is Severity.OK
