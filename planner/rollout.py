@@ -19,6 +19,7 @@ from migplan.planner.layout import Layout
 from migplan.planner.nodepartition import GpuTarget
 from migplan.planner.plan import GpuPlan, OperationKind, Plan
 from migplan.planner.schema import CamelModel
+from migplan.planner.spec import PlanPhase
 
 
 class NodeStep(StrEnum):
@@ -163,23 +164,14 @@ def nodes_to_start(
     return chosen
 
 
-class RolloutPhase(StrEnum):
-    """The plan's phase as its rollout sees it."""
-
-    READY = "Ready"
-    DEGRADED = "Degraded"
-    PROGRESSING = "Progressing"
-    WAITING = "WaitingForWindow"
-
-
-def rollout_phase(records: Iterable[NodeRollout]) -> RolloutPhase:
+def rollout_phase(records: Iterable[NodeRollout]) -> PlanPhase:
     """Ready when every node is done, Degraded when all finished but some did not make it,
     Progressing while a node is in hand, else waiting for the window."""
     records = list(records)
     if all(r.finished for r in records):
         if all(r.step is NodeStep.DONE for r in records):
-            return RolloutPhase.READY
-        return RolloutPhase.DEGRADED
+            return PlanPhase.READY
+        return PlanPhase.DEGRADED
     if any(r.in_progress for r in records):
-        return RolloutPhase.PROGRESSING
-    return RolloutPhase.WAITING
+        return PlanPhase.PROGRESSING
+    return PlanPhase.WAITING

@@ -445,6 +445,28 @@ class GPUPartitionPlan(CamelModel):
         return self.model_copy(update={"spec": self.spec.model_copy(update={"actuator": default})})
 
 
+class PlanPhase(StrEnum):
+    """Where a GPUPartitionPlan stands (status.phase, the Phase column)."""
+
+    PLANNED = "Planned"
+    """A dry run, planned: nothing is rolled out."""
+    PENDING = "Pending"
+    """Planned; no node has started."""
+    WAITING = "WaitingForWindow"
+    """Nodes are left and none is in hand: the window is closed, or they may not start."""
+    PROGRESSING = "Progressing"
+    """A node is in hand."""
+    READY = "Ready"
+    """Every node is done (or the plan changes nothing)."""
+    DEGRADED = "Degraded"
+    """Every node finished, some rolled back or failed."""
+    SUSPENDED = "Suspended"
+    CONFLICT = "Conflict"
+    """Another plan selects some of the same nodes and came first."""
+    INVALID = "Invalid"
+    """The spec cannot be planned; events say why."""
+
+
 class PlanStatus(CamelModel):
     """status of a GPUPartitionPlan, written by the operator.
 
@@ -453,7 +475,7 @@ class PlanStatus(CamelModel):
     """
 
     model_config = ConfigDict(extra="allow")
-    phase: str | None = None
+    phase: PlanPhase | None = None
     observed_generation: Annotated[int | None, Field(ge=0)] = None
     nodes: Annotated[int | None, Field(ge=0, description="nodes the plan changes")] = None
     demand_met: str | None = Field(default=None, description="met/requested, e.g. 9/10")

@@ -11,9 +11,15 @@ from rich.table import Table
 
 from migplan.operator.cli.context import KubeconfigOpt, OutputFormat, console
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.rollout import NodeStep
 
 PlanArg = Annotated[str, typer.Argument(metavar="PLAN", help="GPUPartitionPlan name.")]
-STEP_STYLE = {"Done": "green", "RolledBack": "yellow", "Failed": "red", "Pending": "dim"}
+STEP_STYLE = {
+    NodeStep.DONE: "green",
+    NodeStep.ROLLED_BACK: "yellow",
+    NodeStep.FAILED: "red",
+    NodeStep.PENDING: "dim",
+}
 
 
 def _plans(kubeconfig: str | None, name: str | None) -> list[dict[str, Any]]:

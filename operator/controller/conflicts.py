@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.kube import client as kube
-from migplan.planner.spec import LabelSelector
+from migplan.planner.spec import LabelSelector, PlanPhase
 
 
 def _selected(plan: dict[str, Any], nodes: dict[str, dict[str, str]]) -> set[str]:
@@ -47,7 +47,10 @@ def conflicting_plan(api: Any, plan: dict[str, Any]) -> str | None:
     for other in sorted(kube.list_plans(api), key=_rank):
         if other["metadata"]["name"] == plan["metadata"]["name"] or not _active(other):
             continue
-        if _rank(other) >= _rank(plan) or (other.get("status") or {}).get("phase") == "Conflict":
+        if (
+            _rank(other) >= _rank(plan)
+            or (other.get("status") or {}).get("phase") == PlanPhase.CONFLICT
+        ):
             continue
         if mine & _selected(other, nodes):
             return str(other["metadata"]["name"])

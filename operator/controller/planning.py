@@ -30,7 +30,7 @@ from migplan.planner.errors import MigplanInputError
 from migplan.planner.inventory import GpuState, Inventory
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
-from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan
+from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan, PlanPhase
 
 PREFLIGHT_SHOWN = 50
 """Findings kept in status.preflight (the condition counts them all)."""
@@ -108,7 +108,7 @@ def plan_status(
         nodes.setdefault(g.node, []).append(
             {"gpu": g.gpu, "before": g.before, "after": g.after, "evict": list(g.evict)}
         )
-    phase = "Planned" if manifest.spec.dry_run else "Pending"
+    phase = PlanPhase.PLANNED if manifest.spec.dry_run else PlanPhase.PENDING
     conditions = [
         condition(
             "Planned",

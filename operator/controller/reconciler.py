@@ -42,7 +42,7 @@ from migplan.planner.errors import MigplanInputError
 from migplan.planner.plan import Plan
 from migplan.planner.rollout import (
     NodeRollout,
-    RolloutPhase,
+    NodeStep,
     nodes_to_start,
     rollout_nodes,
     rollout_phase,
@@ -53,6 +53,7 @@ from migplan.planner.spec import (
     Actuator,
     DraMode,
     GPUPartitionPlan,
+    PlanPhase,
     PlanSpec,
     duration_seconds,
 )
@@ -154,9 +155,9 @@ class PlanController:
 
                 check_policy(manifest.spec.policy, self.catalog)
         except MigplanInputError as exc:
-            self._write(body, {"phase": "Invalid", "observedGeneration": _generation(body)})
+            self._write(body, {"phase": PlanPhase.INVALID, "observedGeneration": _generation(body)})
             self.events(body, "Warning", "Invalid", str(exc))
-            metrics.set_phase(name, "Invalid")
+            metrics.set_phase(name, PlanPhase.INVALID)
             return None
         return manifest.with_default_actuator(self.default_actuator)
 
@@ -212,8 +213,8 @@ class PlanController:
         generation = _generation(body)
         now = self.clock()
         if manifest.spec.suspend:
-            self._write(body, {"phase": "Suspended", "observedGeneration": generation})
-            metrics.set_phase(name, "Suspended")
+            self._write(body, {"phase": PlanPhase.SUSPENDED, "observedGeneration": generation})
+            metrics.set_phase(name, PlanPhase.SUSPENDED)
             return
         other = conflicting_plan(self.api, body)
         if other is not None:
@@ -221,7 +222,7 @@ class PlanController:
             self._write(
                 body,
                 {
-                    "phase": "Conflict",
+                    "phase": PlanPhase.CONFLICT,
                     "observedGeneration": generation,
                     "conditions": merge_conditions(
                         status.get("conditions") or [],
@@ -229,9 +230,9 @@ class PlanController:
                     ),
                 },
             )
-            if status.get("phase") != "Conflict":
+            if status.get("phase") != PlanPhase.CONFLICT:
                 self.events(body, "Warning", "Conflict", message)
-            metrics.set_phase(name, "Conflict")
+            metrics.set_phase(name, PlanPhase.CONFLICT)
             return
         started = time.monotonic()
         try:
@@ -243,9 +244,9 @@ class PlanController:
                 gpu_operator=self.gpu_operator,
             )
         except MigplanInputError as exc:
-            self._write(body, {"phase": "Invalid", "observedGeneration": generation})
+            self._write(body, {"phase": PlanPhase.INVALID, "observedGeneration": generation})
             self.events(body, "Warning", "Invalid", str(exc))
-            metrics.set_phase(name, "Invalid")
+            metrics.set_phase(name, PlanPhase.INVALID)
             return
         metrics.PLANNER_SECONDS.observe(time.monotonic() - started)
         self._warn_skipped(result.skipped)
@@ -303,7 +304,7 @@ class PlanController:
         return {
             "rollout": {"inputHash": plan.input_hash, "nodes": nodes, "spec": spec},
             "progress": f"0/{len(records)}",
-            "phase": "Ready" if not records else "Pending",
+            "phase": PlanPhase.READY if not records else PlanPhase.PENDING,
         }
 
     def _write_mig_configs(self, records: list[NodeRollout], now: datetime) -> list[NodeRollout]:
@@ -411,7 +412,10 @@ class PlanController:
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
             status = body.get("status") or {}
-            if not status.get("inputHash") and status.get("phase") not in ("Conflict", "Suspended"):
+            if not status.get("inputHash") and status.get("phase") not in (
+                PlanPhase.CONFLICT,
+                PlanPhase.SUSPENDED,
+            ):
                 return  # not planned yet: the spec handler does that
             manifest = self._manifest(body)
             if manifest is None:
@@ -419,7 +423,7 @@ class PlanController:
                     self._finish_in_hand(body)
                 return
             now = self.clock()
-            if status.get("phase") in ("Conflict", "Suspended"):
+            if status.get("phase") in (PlanPhase.CONFLICT, PlanPhase.SUSPENDED):
                 if not manifest.spec.suspend and conflicting_plan(self.api, body) is None:
                     self._replan(body, reason="spec")
                 return
@@ -451,7 +455,7 @@ class PlanController:
             update["nextRebalance"] = timestamp(
                 next_run(spec.rebalance_schedule, now, time_zone=zone)
             )
-        if spec.dry_run or spec.window is None or status.get("phase") in ("Invalid",):
+        if spec.dry_run or spec.window is None or status.get("phase") == PlanPhase.INVALID:
             self._write_if_changed(body, update)
             return
         window = window_state(spec.window, now)
@@ -480,13 +484,15 @@ class PlanController:
             done = sum(1 for r in records.values() if r.finished)
             update["progress"] = f"{done}/{len(records)}"
             update["phase"] = phase.value
-            failed = sorted(n for n, r in records.items() if r.finished and r.step.value != "Done")
+            failed = sorted(
+                n for n, r in records.items() if r.finished and r.step is not NodeStep.DONE
+            )
             update["conditions"] = merge_conditions(
                 status.get("conditions") or [],
                 [
                     condition(
                         "Ready",
-                        phase is RolloutPhase.READY,
+                        phase is PlanPhase.READY,
                         phase.value,
                         f"{done} of {len(records)} nodes finished"
                         if records
@@ -495,8 +501,8 @@ class PlanController:
                     ),
                     condition(
                         "Progressing",
-                        phase is RolloutPhase.PROGRESSING,
-                        "NodesInHand" if phase is RolloutPhase.PROGRESSING else phase.value,
+                        phase is PlanPhase.PROGRESSING,
+                        "NodesInHand" if phase is PlanPhase.PROGRESSING else phase.value,
                         ", ".join(sorted(n for n, r in records.items() if r.in_progress))
                         or ("window closed" if not window.open else "nothing in hand"),
                         generation,

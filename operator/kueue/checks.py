@@ -27,10 +27,11 @@ from migplan.operator.kueue.workloads import migplan_checks, waiting_check
 from migplan.planner.demand import pod_parts
 from migplan.planner.inventory import PendingWorkload
 from migplan.planner.plan import Plan
+from migplan.planner.spec import PlanPhase
 
 log = structlog.get_logger("migplan.operator")
 
-UNDER_WAY = ("Pending", "Progressing", "WaitingForWindow")
+UNDER_WAY = (PlanPhase.PENDING, PlanPhase.PROGRESSING, PlanPhase.WAITING)
 """Plan phases on the way to Ready (any other, such as Degraded or a dry run's Planned, will
 not get there by itself)."""
 RETRY_AFTER_SECONDS = 30
@@ -83,7 +84,7 @@ def verdict(record: Mapping[str, Any] | None, *, phase: str | None) -> tuple[str
         return "Rejected", str(record.get("reason", ""))
     if not record.get("met"):
         return "Retry", f"migplan cannot meet it now: {record.get('reason', '')}"[:1024]
-    if phase == "Ready":
+    if phase == PlanPhase.READY:
         return "Ready", "the MIG instances it needs exist and are advertised"
     if phase in UNDER_WAY:
         return "Pending", f"migplan is reshaping GPUs for it (plan phase {phase})"

@@ -9,13 +9,12 @@ from migplan.planner.pipeline import plan_fleet
 from migplan.planner.rollout import (
     NodeRollout,
     NodeStep,
-    RolloutPhase,
     nodes_to_start,
     rollout_nodes,
     rollout_phase,
 )
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan
+from migplan.planner.spec import GPUPartitionPlan, PlanPhase
 
 
 def plan_for(catalog, nodes: dict[str, tuple[str, dict[str, str]]], pending: int):
@@ -115,12 +114,12 @@ def test_outside_the_window_only_additions_start_and_only_if_allowed() -> None:
 @pytest.mark.parametrize(
     ("steps", "phase"),
     [
-        ([NodeStep.DONE, NodeStep.DONE], RolloutPhase.READY),
-        ([NodeStep.DONE, NodeStep.ROLLED_BACK], RolloutPhase.DEGRADED),
-        ([NodeStep.FAILED], RolloutPhase.DEGRADED),
-        ([NodeStep.DONE, NodeStep.VERIFYING], RolloutPhase.PROGRESSING),
-        ([NodeStep.DONE, NodeStep.PENDING], RolloutPhase.WAITING),
-        ([], RolloutPhase.READY),
+        ([NodeStep.DONE, NodeStep.DONE], PlanPhase.READY),
+        ([NodeStep.DONE, NodeStep.ROLLED_BACK], PlanPhase.DEGRADED),
+        ([NodeStep.FAILED], PlanPhase.DEGRADED),
+        ([NodeStep.DONE, NodeStep.VERIFYING], PlanPhase.PROGRESSING),
+        ([NodeStep.DONE, NodeStep.PENDING], PlanPhase.WAITING),
+        ([], PlanPhase.READY),
     ],
 )
 def test_phase_of_a_rollout(steps, phase) -> None:
