@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -312,3 +313,39 @@ def test_hostable_counts_pods_node_by_node_and_reads_a_deficit_as_none() -> None
     either = (Part(("1g.10gb", "2g.20gb"), 1),)
     # A pinned pod left without its instance shows as -1 free: no instance to give.
     assert hostable(either, {"a": {"1g.10gb": -1, "2g.20gb": 1}}) == 1
+
+
+@pytest.mark.parametrize("bundle_first", [True, False])
+def test_priorities_past_256_are_levels_by_value(want, bundle, bundle_first) -> None:
+    # Priorities read from separate objects are equal ints, not the same object.
+    high = [int("1000"), int("1000")]
+    demand = [bundle(1, {"1g.10gb": 2}, priority=high[0]), want("1g.10gb", 1, priority=high[1])]
+    if not bundle_first:
+        demand.reverse()
+    result = allocate(demand, supply(free={"1g.10gb": 3}), nodes={"a": {"1g.10gb": 3}})
+    assert result.met == (1, 1)
+
+
+def test_a_total_item_next_to_bundles_gets_no_supply_that_is_not_there(want, bundle) -> None:
+    demand = [bundle(1, {"1g.10gb": 1}), want("3g.40gb", 1, kind="total")]
+    available = supply(total={"3g.40gb": 0}, free={"1g.10gb": 1})
+    assert allocate(demand, available, nodes={"a": {"1g.10gb": 1}}).met == (1, 0)
+
+
+def test_a_deficit_of_one_profile_does_not_shrink_a_node_for_another(bundle) -> None:
+    nodes = {"a": {"1g.10gb": 2, "2g.20gb": -1}}
+    demand = [bundle(1, {"1g.10gb": 2})]
+    assert allocate(demand, supply(free={"1g.10gb": 2}), nodes=nodes).met == (1,)
+
+
+def test_a_bundle_part_lists_only_the_profiles_that_served_it(bundle) -> None:
+    demand = [bundle(1, {("1g.10gb", "2g.20gb"): 2})]
+    result = allocate(demand, supply(free={"2g.20gb": 2}), nodes={"a": {"2g.20gb": 2}})
+    assert result.served == ({"2g.20gb": 2},)
+    assert result.parts == (({"2g.20gb": 2},),)
+
+
+def test_many_either_or_items_of_high_priority_keep_costs_in_range(want) -> None:
+    demand = [want("1g.10gb", 1, priority=1000, alternatives=("7g.80gb",)) for _ in range(20)]
+    result = allocate(demand, supply(free={"1g.10gb": 7, "7g.80gb": 1}))
+    assert sum(result.met) == 8
