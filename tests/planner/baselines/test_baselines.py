@@ -100,6 +100,47 @@ def test_greedy_leaves_a_whole_gpu_pods_gpu_alone(gpu, want) -> None:
     assert greedy_targets(gpus, [want("3g.40gb", 1)]) == {}
 
 
+def test_greedy_counts_only_the_instances_a_gpu_gains(gpu, want) -> None:
+    """A used 3g.40gb kept on GPU a is not new supply: GPU b makes the second one wanted."""
+    gpus = [
+        gpu("H100-80GB", "3g.40gb@0", node="a", pins={"3g.40gb@0": "ns/p"}),
+        gpu("H100-80GB", node="b"),
+    ]
+    targets = greedy_targets(gpus, [want("3g.40gb", 2)])
+    assert layouts(targets) == {("a", 0): "3g.40gb@0+3g.40gb@4", ("b", 0): "3g.40gb@0+3g.40gb@4"}
+
+
+def test_greedy_grows_a_profile_the_gpu_already_has(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@0", pins={"1g.10gb@0": "ns/p"})]
+    targets = greedy_targets(gpus, [want("1g.10gb", 3)])
+    # The first layout (in enumeration order) that keeps the used one and gains three.
+    assert layouts(targets) == {("node-1", 0): "+".join(f"1g.10gb@{i}" for i in range(7))}
+
+
+def test_greedy_skips_a_profile_the_model_lacks_and_a_gpu_it_cannot_help(gpu, want) -> None:
+    # 1g.5gb is an A100-40GB profile; the busy 7g.80gb leaves no room for a 3g.40gb.
+    gpus = [gpu("H100-80GB", "7g.80gb@0", node="a", pins={"7g.80gb@0": "ns/p"})]
+    assert greedy_targets(gpus, [want("1g.5gb", 1), want("3g.40gb", 1)]) == {}
+
+
+def test_greedy_scores_what_a_layout_adds_not_what_it_drops(gpu, want) -> None:
+    """As nos does: a free 1g.10gb (already counted as supply) may go for two 3g.40gb; the
+    layouts are not also charged for the free instances they lose."""
+    gpus = [gpu("H100-80GB", "1g.10gb@0")]
+    targets = greedy_targets(gpus, [want("1g.10gb", 2), want("3g.40gb", 2, priority=2)])
+    assert layouts(targets) == {("node-1", 0): "3g.40gb@0+3g.40gb@4"}
+
+
+def test_greedy_reports_the_time_it_took(gpu, want) -> None:
+    import time
+
+    from migplan.planner.baselines.greedy import greedy_plan
+
+    started = time.monotonic()
+    found = greedy_plan([gpu("H100-80GB")], [want("3g.40gb", 2)])
+    assert 0 <= found.solver.wall_seconds <= time.monotonic() - started
+
+
 # ---- static geometry (mig-parted all-balanced) ----------------------------------------------
 
 
