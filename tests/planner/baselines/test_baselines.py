@@ -98,6 +98,8 @@ def test_greedy_keeps_a_geometry_that_already_serves(gpu, want) -> None:
 def test_greedy_leaves_a_whole_gpu_pods_gpu_alone(gpu, want) -> None:
     gpus = [gpu("H100-80GB", node="a", mig_enabled=False, whole_gpu_pod="ns/whole")]
     assert greedy_targets(gpus, [want("3g.40gb", 1)]) == {}
+    gpus.append(gpu("H100-80GB", node="b"))
+    assert list(greedy_targets(gpus, [want("3g.40gb", 1)])) == [("b", 0)]
 
 
 def test_greedy_counts_only_the_instances_a_gpu_gains(gpu, want) -> None:
