@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from migplan.planner.assemble import gpu_key
 from migplan.planner.baselines.first_fit import first_fit_targets
 from migplan.planner.baselines.greedy import greedy_targets
@@ -169,6 +171,168 @@ def test_static_scores_by_weight_and_size(gpu, want) -> None:
 
 def test_static_changes_nothing_without_demand_its_model_serves(gpu, want) -> None:
     assert static_targets([gpu("A30")], [want("7g.80gb", 1)]) == {}
+
+
+def test_static_weighs_supply_over_every_free_gpu_of_the_model(gpu, want) -> None:
+    # Two A30s: 1g+1g+2g on each supplies 4 x 1g.6gb and 2 x 2g.12gb (score 4 + 2 x 2),
+    # tying with 2g+2g (4 x 2g.12gb, score 8): the first layout with the best score stays.
+    gpus = [gpu("A30", node="a"), gpu("A30", node="b")]
+    targets = static_targets(gpus, [want("1g.6gb", 4), want("2g.12gb", 4)])
+    assert layouts(targets) == {
+        ("a", 0): "1g.6gb@0+1g.6gb@1+2g.12gb@2",
+        ("b", 0): "1g.6gb@0+1g.6gb@1+2g.12gb@2",
+    }
+
+
+def test_static_counts_what_one_model_supplies_before_the_next(gpu, want) -> None:
+    # Models go in name order: the A100's 3g.40gb pair meets the demand; the H100 stays.
+    gpus = [gpu("H100-80GB", node="h"), gpu("A100-80GB", node="a")]
+    assert layouts(static_targets(gpus, [want("3g.40gb", 2)])) == {("a", 0): "3g.40gb@0+3g.40gb@4"}
+
+
+def test_static_goes_on_past_a_model_with_nothing_demanded(gpu, want) -> None:
+    gpus = [gpu("A30", node="a"), gpu("H100-80GB", node="h")]
+    assert layouts(static_targets(gpus, [want("3g.40gb", 1)])) == {("h", 0): "3g.40gb@0+3g.40gb@4"}
+
+
+def test_static_rebuilds_a_free_gpu_and_counts_its_instances_back(gpu, want) -> None:
+    # The free 2g.12gb it has would be destroyed by a rebuild: it counts as missing again,
+    # and the undemanded 1g.6gb instances do not.
+    gpus = [gpu("A30", "1g.6gb@0+1g.6gb@1+2g.12gb@2")]
+    assert layouts(static_targets(gpus, [want("2g.12gb", 1)])) == {
+        ("node-1", 0): "2g.12gb@0+2g.12gb@2"
+    }
+
+
+def test_static_serves_a_single_instance_with_a_maximal_layout(gpu, want) -> None:
+    assert layouts(static_targets([gpu("A30")], [want("1g.6gb", 1)])) == {
+        ("node-1", 0): "1g.6gb@0+1g.6gb@1+1g.6gb@2+1g.6gb@3"
+    }
+
+
+def test_static_per_model_over_a_mixed_fleet(gpu, want) -> None:
+    gpus = [gpu("A30", node="a"), gpu("A30", node="b"), gpu("H100-80GB", node="h")]
+    targets = static_targets(gpus, [want("1g.6gb", 8), want("3g.40gb", 2)])
+    four = "1g.6gb@0+1g.6gb@1+1g.6gb@2+1g.6gb@3"
+    assert layouts(targets) == {("a", 0): four, ("b", 0): four, ("h", 0): "3g.40gb@0+3g.40gb@4"}
+
+
+# Small fleets found by scripts/mutation where a changed rule of the static baseline (supply
+# per member, what is still missing after each model, the score, the first best layout, the
+# free GPUs' instances counted back) changes its choice; the layouts are its answers today.
+STATIC_CASES = [
+    (
+        [("A30", "1g.6gb@0+1g.6gb@1"), ("H100-80GB", "-"), ("A100-80GB", "-")],
+        [("2g.20gb", 5, 2), ("1g.10gb+me", 1, 2), ("2g.20gb", 6, 3)],
+        {
+            "n2": "2g.20gb@0+2g.20gb@2+2g.20gb@4+1g.10gb+me@6",
+            "n1": "2g.20gb@0+2g.20gb@2+2g.20gb@4+1g.10gb+me@6",
+        },
+    ),
+    (
+        [("H100-80GB", "-"), ("A100-80GB", "1g.10gb@3+1g.20gb@4+1g.20gb@6")],
+        [("1g.10gb", 1, 3)],
+        {"n1": "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"},
+    ),
+    ([("A30", "-")], [("4g.24gb", 1, 1), ("1g.6gb+me", 5, 2)], {"n0": "4g.24gb@0"}),
+    (
+        [("A30", "1g.6gb+me@0+1g.6gb@1+2g.12gb@2"), ("A30", "-")],
+        [("2g.12gb+me", 4, 1), ("1g.6gb+me", 4, 2)],
+        {"n0": "1g.6gb+me@0", "n1": "1g.6gb+me@0"},
+    ),
+    (
+        [("H100-80GB", "-"), ("A100-80GB", "-")],
+        [("2g.20gb", 2, 2), ("4g.40gb", 5, 3), ("1g.10gb+me", 1, 3)],
+        {"n1": "4g.40gb@0+2g.20gb@4+1g.10gb+me@6", "n0": "4g.40gb@0+2g.20gb@4+1g.10gb+me@6"},
+    ),
+    (
+        [
+            ("H100-80GB", "-"),
+            ("A100-80GB", "1g.10gb+me@1+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.20gb@6"),
+            ("A30", "1g.6gb@0+2g.12gb+me@2"),
+            ("A100-80GB", "1g.20gb@0+1g.10gb+me@3+2g.20gb@4+1g.20gb@6"),
+        ],
+        [("3g.40gb", 3, 1), ("2g.12gb", 5, 2)],
+        {"n1": "3g.40gb@0+3g.40gb@4", "n3": "3g.40gb@0+3g.40gb@4", "n2": "2g.12gb@0+2g.12gb@2"},
+    ),
+    (
+        [("A30", "-"), ("A30", "1g.6gb@0+1g.6gb@1+1g.6gb@3"), ("A30", "1g.6gb@1+1g.6gb+me@2")],
+        [("1g.6gb", 2, 1), ("4g.24gb", 4, 1)],
+        {"n0": "4g.24gb@0", "n1": "4g.24gb@0", "n2": "4g.24gb@0"},
+    ),
+    (
+        [
+            ("A100-80GB", "3g.40gb@0+1g.10gb@4+1g.10gb+me@5+1g.20gb@6"),
+            ("H100-80GB", "1g.10gb@2+1g.10gb@3+1g.20gb@4+1g.20gb@6"),
+            ("A100-80GB", "-"),
+            ("A30", "-"),
+        ],
+        [("1g.10gb+me", 5, 2), ("2g.20gb", 3, 3), ("1g.20gb", 6, 3)],
+        {
+            "n0": "1g.20gb@0+1g.20gb@2+2g.20gb@4+1g.20gb@6",
+            "n2": "1g.20gb@0+1g.20gb@2+2g.20gb@4+1g.20gb@6",
+            "n1": "1g.10gb+me@0+1g.20gb@2+2g.20gb@4+1g.20gb@6",
+        },
+    ),
+    (
+        [("A30", "-")],
+        [("2g.12gb+me", 3, 3), ("2g.12gb+me", 6, 2), ("1g.6gb", 4, 2)],
+        {"n0": "1g.6gb@0+1g.6gb@1+2g.12gb+me@2"},
+    ),
+    (
+        [("A100-80GB", "1g.10gb@0+1g.10gb@1+1g.10gb@4+1g.10gb+me@6"), ("H100-80GB", "-")],
+        [("1g.10gb", 5, 2), ("1g.20gb", 3, 3), ("7g.80gb", 4, 1)],
+        {"n0": "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.20gb@4+1g.20gb@6", "n1": "7g.80gb@0"},
+    ),
+    (
+        [
+            ("A30", "-"),
+            ("H100-80GB", "1g.10gb+me@0+1g.10gb@1+2g.20gb@2+1g.10gb@4+1g.10gb@5"),
+            ("A30", "-"),
+            ("A30", "-"),
+        ],
+        [("4g.40gb", 5, 2), ("2g.12gb", 4, 3)],
+        {
+            "n0": "2g.12gb@0+2g.12gb@2",
+            "n2": "2g.12gb@0+2g.12gb@2",
+            "n3": "2g.12gb@0+2g.12gb@2",
+            "n1": "4g.40gb@0",
+        },
+    ),
+    (
+        [
+            ("A100-80GB", "2g.20gb@0+2g.20gb@4+1g.10gb@6"),
+            ("H100-80GB", "2g.20gb@0+2g.20gb@2+2g.20gb@4+1g.10gb@6"),
+        ],
+        [("1g.10gb+me", 5, 1), ("1g.10gb", 1, 2)],
+        {
+            "n0": "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb+me@6",
+            "n1": "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb+me@6",
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("fleet", "demand", "expected"), STATIC_CASES)
+def test_static_reference_cases(gpu, want, fleet, demand, expected) -> None:
+    gpus = [gpu(model, layout, node=f"n{i}") for i, (model, layout) in enumerate(fleet)]
+    items = [want(profile, count, priority=priority) for profile, count, priority in demand]
+    assert {node: layout for (node, _), layout in layouts(static_targets(gpus, items)).items()} == (
+        expected
+    )
+
+
+@pytest.mark.parametrize("method", ["first_fit", "static"])
+def test_a_baseline_reports_the_time_it_took(gpu, want, method) -> None:
+    import time
+
+    from migplan.planner.baselines.first_fit import first_fit_plan
+    from migplan.planner.baselines.static import static_plan
+
+    run = {"first_fit": first_fit_plan, "static": static_plan}[method]
+    started = time.monotonic()
+    found = run([gpu("H100-80GB")], [want("3g.40gb", 2)])
+    assert 0 <= found.solver.wall_seconds <= time.monotonic() - started
 
 
 def test_a_target_key_names_its_gpu(gpu) -> None:
