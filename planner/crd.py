@@ -21,7 +21,8 @@ from migplan.planner.group import (
     VERSION,
 )
 from migplan.planner.nodepartition import NodePartitionSpec, NodePartitionStatus
-from migplan.planner.spec import PlanSpec, PlanStatus
+from migplan.planner.spec import PlanSpec
+from migplan.planner.status import PlanStatus
 
 CRON_RULE = r"^\s*([0-9A-Za-z*/,?#-]+\s+){4}[0-9A-Za-z*/,?#-]+\s*$"
 PROFILE_RULE = r"^[1-9][0-9]*g\.[0-9]+gb(\+me\.all|\+me|\+gfx|-me)?$"
@@ -56,6 +57,9 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
         out[key] = _inline(value, defs)
     if out.get("type") == "object" and "properties" in out:
         out.pop("additionalProperties", None)  # structural schemas prune unknown fields
+    if out.get("additionalProperties") is True:  # dict[str, Any]: kept as it is written
+        del out["additionalProperties"]
+        out["x-kubernetes-preserve-unknown-fields"] = True
     if out.get("type") == "array" and "maxItems" not in out and "items" in out:
         out.pop("uniqueItems", None)
     return out

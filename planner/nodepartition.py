@@ -7,6 +7,7 @@ NVML actually shows, which pod uses which instance, and the spec generation it h
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -71,10 +72,29 @@ class GpuObserved(CamelModel):
     in_use: dict[str, str] = Field(default_factory=dict, description="instance -> pod")
 
 
+class NodePhase(StrEnum):
+    """Where a node's agent stands with its NodePartition (status.phase)."""
+
+    APPLIED = "Applied"
+    """NVML shows the target and the node advertises it."""
+    WAITING_FOR_DEVICE_PLUGIN = "WaitingForDevicePlugin"
+    """NVML shows the target; the node's allocatable (or ResourceSlices) do not yet."""
+    FAILED = "Failed"
+    """NVML refused a step, or the components could not be restarted."""
+    INVALID = "Invalid"
+    """The target is not a valid layout on a GPU."""
+    BLOCKED = "Blocked"
+    """An instance that must go is still in use; nothing was changed."""
+    RESET_REQUIRED = "ResetRequired"
+    """MIG mode is pending until the GPU is reset."""
+    NVML_UNAVAILABLE = "NvmlUnavailable"
+    """The agent cannot use NVML on this node."""
+
+
 class NodePartitionStatus(CamelModel):
     """What the agent found and did."""
 
-    phase: str | None = None
+    phase: NodePhase | None = None
     applied_generation: Annotated[int | None, Field(ge=0)] = None
     gpu_count: Annotated[int | None, Field(ge=0, description="GPUs seen (for kubectl get)")] = None
     gpus: tuple[GpuObserved, ...] = ()

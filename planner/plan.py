@@ -122,12 +122,24 @@ class DemandResult(CamelModel):
         return f"{self.met} ({parts})"
 
 
+class SolveStatus(StrEnum):
+    """How far a plan or a stage of it was proven (CP-SAT's names; HEURISTIC, NOT REACHED)."""
+
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    INFEASIBLE = "INFEASIBLE"
+    MODEL_INVALID = "MODEL_INVALID"
+    UNKNOWN = "UNKNOWN"
+    HEURISTIC = "HEURISTIC"
+    NOT_REACHED = "NOT REACHED"
+
+
 class SolverStage(CamelModel):
     """One criterion of the lexicographic objective, as its stage left it."""
 
     name: str
     sense: str
-    status: str
+    status: SolveStatus
     value: float
     bound: float | None = Field(default=None, description="proven best value, if known")
     seconds: float
@@ -137,7 +149,7 @@ class SolverReport(CamelModel):
     """Honest figures from the solver (or the name of the heuristic that made the plan)."""
 
     method: str
-    status: str
+    status: SolveStatus
     objective: float = Field(
         default=0.0, description="the returned plan's first-stage (demand, disruption) objective"
     )

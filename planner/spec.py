@@ -465,23 +465,3 @@ class PlanPhase(StrEnum):
     """Another plan selects some of the same nodes and came first."""
     INVALID = "Invalid"
     """The spec cannot be planned; events say why."""
-
-
-class PlanStatus(CamelModel):
-    """status of a GPUPartitionPlan, written by the operator.
-
-    The operator adds the computed plan and per-node progress; the CRD keeps unknown status
-    fields so they can grow without a schema change.
-    """
-
-    model_config = ConfigDict(extra="allow")
-    phase: PlanPhase | None = None
-    observed_generation: Annotated[int | None, Field(ge=0)] = None
-    nodes: Annotated[int | None, Field(ge=0, description="nodes the plan changes")] = None
-    demand_met: str | None = Field(default=None, description="met/requested, e.g. 9/10")
-    progress: str | None = Field(default=None, description="nodes done/nodes to change")
-    next_window: str | None = Field(default=None, description="start of the next window (UTC)")
-    window_open: bool | None = None
-    last_rebalance: str | None = None
-    next_rebalance: str | None = None
-    input_hash: str | None = None

@@ -34,6 +34,7 @@ from migplan.planner.nodepartition import (
     GpuObserved,
     NodePartitionSpec,
     NodePartitionStatus,
+    NodePhase,
 )
 from migplan.planner.resources import is_mig_resource, resource_name
 
@@ -120,14 +121,14 @@ class NodeAgent:
         conditions = []
         restart_error = self._restart_components(changed, dra=spec.dra)
         if restart_error is not None:
-            phase = "Failed"
+            phase = NodePhase.FAILED
             conditions.append(
                 new_condition("Ready", False, "ComponentsNotRestarted", restart_error, generation)
             )
         elif phases == {GpuPhase.CONVERGED}:
             check = self._slices_match if spec.dra else self._allocatable_matches
             ready, message = check(observed)
-            phase = "Applied" if ready else "WaitingForDevicePlugin"
+            phase = NodePhase.APPLIED if ready else NodePhase.WAITING_FOR_DEVICE_PLUGIN
             conditions.append(
                 new_condition(
                     "Ready", ready, "Applied" if ready else "Allocatable", message, generation
@@ -144,14 +145,14 @@ class NodeAgent:
                 )
                 if p in phases
             )
-            phase = worst.value
+            phase = NodePhase(worst.value)
             reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
             conditions.append(new_condition("Ready", False, worst.value, reasons, generation))
-        conditions.append(self._profilesnew_condition(generation))
+        conditions.append(self._profiles_condition(generation))
         conditions.append(
             new_condition("NvmlReady", True, "Loaded", "NVML answers on this node", generation)
         )
-        applied = generation if phase == "Applied" else previous.get("appliedGeneration")
+        applied = generation if phase is NodePhase.APPLIED else previous.get("appliedGeneration")
         status = NodePartitionStatus(
             phase=phase,
             applied_generation=applied,
@@ -204,7 +205,7 @@ class NodeAgent:
         name = NAMES.get(exc.code, str(exc.code))
         message = f"{exc}: {NVML_HINTS.get(exc.code, 'see the agent log')}"
         status = NodePartitionStatus(
-            phase="NvmlUnavailable",
+            phase=NodePhase.NVML_UNAVAILABLE,
             applied_generation=previous.get("appliedGeneration"),
             gpu_count=0,
             gpus=(),
@@ -242,7 +243,7 @@ class NodeAgent:
                 differences=self.profile_differences,
             )
 
-    def _profilesnew_condition(self, generation: int) -> Condition:
+    def _profiles_condition(self, generation: int) -> Condition:
         differences = self.profile_differences or []
         message = (
             "; ".join(differences)

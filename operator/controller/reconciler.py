@@ -57,6 +57,7 @@ from migplan.planner.spec import (
     PlanSpec,
     duration_seconds,
 )
+from migplan.planner.status import ReplanReason
 
 log = structlog.get_logger("migplan.operator")
 
@@ -171,7 +172,9 @@ class PlanController:
             if body is None:
                 return
             if rollout_in_progress(body.get("status") or {}):
-                self._write(body, {"replanPending": True})
+                self._write(
+                    body, {"replanPending": True, "replanReason": ReplanReason.SPEC_CHANGED}
+                )
                 self.events(
                     body,
                     "Normal",
@@ -261,6 +264,7 @@ class PlanController:
             ],
         )
         new["replanPending"] = None
+        new["replanReason"] = None
         if reason != "stale":
             new["staleReplans"] = 0
         new["lastPlanned"] = timestamp(now)
@@ -346,7 +350,9 @@ class PlanController:
         status = body.get("status") or {}
         pending = status.get("replanPending")
         if pending:
-            return "stale" if pending == "stale" else "spec"
+            # "stale" is how replanPending said ClusterChanged before it became a boolean.
+            stale = pending == "stale" or status.get("replanReason") == ReplanReason.CLUSTER_CHANGED
+            return "stale" if stale else "spec"
         annotation = (body["metadata"].get("annotations") or {}).get(REBALANCE)
         if annotation and annotation != status.get("rebalanceHandled"):
             return "requested"
@@ -522,7 +528,8 @@ class PlanController:
             if stale and all(r.finished for r in records.values()) and tries < STALE_REPLANS:
                 # The cluster moved under the plan (a pod took a slice it was to reuse):
                 # plan again from what is there now, a bounded number of times.
-                update["replanPending"] = "stale"
+                update["replanPending"] = True
+                update["replanReason"] = ReplanReason.CLUSTER_CHANGED
                 update["staleReplans"] = tries + 1
         self._write_if_changed(body, update)
 

@@ -30,7 +30,7 @@ from migplan.operator.dra.devices import DeviceKind
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
 from migplan.operator.kube import client as kube
 from migplan.planner.layout import Instance, Layout
-from migplan.planner.nodepartition import NodePartition, NodePartitionSpec
+from migplan.planner.nodepartition import NodePartition, NodePartitionSpec, NodePhase
 from migplan.planner.resources import is_mig_resource, resource_name
 from migplan.planner.rollout import NodeRollout, NodeStep
 from migplan.planner.schedule import parse_timestamp, timestamp
@@ -42,7 +42,9 @@ CORDONED_BY = "migplan.io/cordoned-by"
 """Node annotation naming the plan that cordoned the node; only that plan uncordons it."""
 CRASH_AT = "MIGPLAN_TEST_CRASH_AT"
 """Tests set `before:<Step>` or `after:<Step>` to kill the operator at that step boundary."""
-AGENT_FAILURES = frozenset({"Invalid", "Failed", "Blocked", "ResetRequired"})
+AGENT_FAILURES = frozenset(
+    {NodePhase.INVALID, NodePhase.FAILED, NodePhase.BLOCKED, NodePhase.RESET_REQUIRED}
+)
 DEFAULT_MIG_CONFIG_MAP = ("gpu-operator", "migplan-mig-parted-config")
 EventSink = Callable[[str, str, str], None]
 """(type Normal|Warning, reason, message) -> posts an event on the plan."""
@@ -533,7 +535,7 @@ class NodeStepper:
         applied = int(status.get("appliedGeneration") or 0) >= generation
         if (
             applied
-            and status.get("phase") == "Applied"
+            and status.get("phase") == NodePhase.APPLIED
             and all(layouts.get(i) == v for i, v in want.items())
         ):
             mismatch = self._allocatable_mismatch(record.node, layouts)

@@ -31,6 +31,7 @@ from urllib3.exceptions import HTTPError as TransportError
 from migplan.operator.kube import metrics as api_metrics
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.group import GROUP, NODE_PARTITIONS, PLANS, VERSION
+from migplan.planner.status import PlanStatus
 
 RETRIED = frozenset({409, 429, 500, 502, 503, 504})
 """Conflicts, throttling (API Priority and Fairness) and transient server errors: a write
@@ -525,7 +526,10 @@ def patch_workload_checks(
 
 @retrying
 def patch_plan_status(api: client.ApiClient, *, name: str, status: dict[str, Any]) -> None:
-    """Merge `status` into the plan's status (a None value removes that field)."""
+    """Merge `status` into the plan's status (a None value removes that field). Checked
+    against PlanStatus first: a key or value the CRD does not declare would be pruned or
+    refused by the API server, so it fails here, where the writer is on the stack."""
+    PlanStatus.model_validate(status)
     client.CustomObjectsApi(api).patch_cluster_custom_object_status(
         GROUP, VERSION, PLANS, name, {"status": status}
     )

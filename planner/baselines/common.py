@@ -9,7 +9,7 @@ from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
-from migplan.planner.plan import Plan, SolverReport
+from migplan.planner.plan import Plan, SolverReport, SolveStatus
 
 
 def _wanted(demand: Sequence[DemandItem]) -> dict[DemandKind, Counter[str]]:
@@ -65,5 +65,5 @@ def heuristic_plan(
 ) -> Plan:
     """A Plan for heuristic targets (status HEURISTIC: no bound is claimed)."""
     full = {gpu_key(g): targets.get(gpu_key(g), g.layout) for g in gpus}
-    report = SolverReport(method=method, status="HEURISTIC", wall_seconds=seconds)
+    report = SolverReport(method=method, status=SolveStatus.HEURISTIC, wall_seconds=seconds)
     return assemble_plan(gpus=gpus, targets=full, demand=demand, solver=report, digest="")

@@ -24,7 +24,7 @@ from migplan.planner.demand import DemandItem, demand_weight
 from migplan.planner.explain import Explainer
 from migplan.planner.inventory import GpuState
 from migplan.planner.layout import Layout
-from migplan.planner.plan import Plan, SolverReport, SolverStage
+from migplan.planner.plan import Plan, SolverReport, SolverStage, SolveStatus
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.bundles import place_bundles
 from migplan.planner.solver.classes import group_gpus
@@ -307,7 +307,10 @@ def _evicts_nothing(result: StagedResult) -> bool:
     """Whether the evictions stage, the last one in `result`, found a plan evicting no pod."""
     stage = result.stages[-1] if result.stages else None
     return not (
-        stage is None or stage.name != "evictions" or stage.status == "NOT REACHED" or stage.value
+        stage is None
+        or stage.name != "evictions"
+        or stage.status is SolveStatus.NOT_REACHED
+        or stage.value
     )
 
 
@@ -315,7 +318,7 @@ def _none_evicted(first: StagedResult) -> StagedResult:
     """`first` (the demand stage) followed by an evictions stage settled without solving: a
     plan meeting as much demand evicts no pod, and no plan evicts fewer."""
     stage = SolverStage(
-        name="evictions", sense="min", status="OPTIMAL", value=0.0, bound=0.0, seconds=0.0
+        name="evictions", sense="min", status=SolveStatus.OPTIMAL, value=0.0, bound=0.0, seconds=0.0
     )
     return StagedResult(
         values=first.values,
@@ -369,7 +372,7 @@ def _report(
         result_bound = float(sum(demand_weight(d) * d.count for d in pm.demand))
     return SolverReport(
         method=SOLVER,
-        status="OPTIMAL" if optimal else "FEASIBLE",
+        status=SolveStatus.OPTIMAL if optimal else SolveStatus.FEASIBLE,
         objective=objective,
         bound=result_bound,
         gap=max(result_bound - objective, 0.0) / max(1.0, abs(result_bound)),

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from migplan.planner.plan import SolverStage
+from migplan.planner.plan import SolverStage, SolveStatus
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.prune import fix_by_reduced_costs
 
@@ -195,7 +195,12 @@ def solve_stages(
         if isinstance(expr, int):  # nothing to choose
             result.stages += [
                 SolverStage(
-                    name=c.name, sense=c.sense, status="OPTIMAL", value=0.0, bound=0.0, seconds=0.0
+                    name=c.name,
+                    sense=c.sense,
+                    status=SolveStatus.OPTIMAL,
+                    value=0.0,
+                    bound=0.0,
+                    seconds=0.0,
                 )
                 for c in criteria
             ]
@@ -218,7 +223,7 @@ def solve_stages(
                 SolverStage(
                     name=criteria[0].name,
                     sense=criteria[0].sense,
-                    status="NOT REACHED",
+                    status=SolveStatus.NOT_REACHED,
                     value=0.0,
                     bound=None,
                     seconds=seconds,
@@ -236,7 +241,7 @@ def solve_stages(
                 SolverStage(
                     name=c.name,
                     sense=c.sense,
-                    status=solver.status_name(status),
+                    status=SolveStatus(solver.status_name(status)),
                     value=value,
                     bound=value if proven else None,
                     seconds=seconds if k == 0 else 0.0,

@@ -1,0 +1,144 @@
+"""The status of a GPUPartitionPlan, every key the operator writes: the CRD's status schema is
+generated from these models, and the operator builds what it writes with them.
+
+Keys the operator clears are written as None (a merge patch deletes them); maps whose
+entries go away (`rollout.nodes`, `kueue`) take None per entry for the same reason.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from migplan.planner.nodepartition import Condition
+from migplan.planner.plan import PodPart, SolveStatus
+from migplan.planner.rollout import NodeRollout
+from migplan.planner.schema import CamelModel
+from migplan.planner.spec import PlanPhase
+
+
+class ReplanReason(StrEnum):
+    """Why a plan is to be planned again once the nodes in hand are finished."""
+
+    SPEC_CHANGED = "SpecChanged"
+    """The spec was edited during a rollout."""
+    CLUSTER_CHANGED = "ClusterChanged"
+    """Nodes were given up because the cluster changed under the plan (a pod took a slice
+    the plan was to reuse); planned again from what is there, a bounded number of times."""
+
+
+class SolverSummary(CamelModel):
+    """The solver's verdict on the plan, in short."""
+
+    status: SolveStatus
+    gap: float = Field(description="relative gap between the plan and the proven bound")
+    seconds: float
+
+
+class GpuChange(CamelModel):
+    """One GPU the plan changes."""
+
+    gpu: Annotated[int, Field(ge=0)]
+    before: str
+    after: str
+    evict: tuple[str, ...] = Field(default=(), description="pods (namespace/name) evicted")
+
+
+class DemandStatus(CamelModel):
+    """How one demand item fared."""
+
+    resource: str
+    alternatives: tuple[str, ...] = ()
+    per_pod: tuple[PodPart, ...] = Field(
+        default=(), description="a bundle's instances per pod; requested and met count pods"
+    )
+    requested: Annotated[int, Field(ge=0)]
+    met: Annotated[int, Field(ge=0)]
+    served: dict[str, int] | None = Field(default=None, description="instances per profile")
+    reason: str | None = Field(default=None, description="why the rest is unmet")
+
+
+class PlannedStatus(CamelModel):
+    """`status.plan`: what the last planning decided."""
+
+    solver: SolverSummary
+    gpus_changed: Annotated[int, Field(ge=0)]
+    evictions: Annotated[int, Field(ge=0)]
+    nodes: dict[str, tuple[GpuChange, ...]] = Field(
+        default_factory=dict, description="per node, the GPUs that change"
+    )
+    demand: tuple[DemandStatus, ...] = ()
+    left_out: dict[str, str] = Field(
+        default_factory=dict,
+        description="GPU nodes not planned, and why: the agent has not reported, or preflight "
+        "refused the node",
+    )
+    demand_notes: tuple[str, ...] = Field(
+        default=(), description="pending pods and Workloads the demand could not count, and why"
+    )
+
+
+class PreflightEntry(CamelModel):
+    """A preflight finding worth a look (not OK)."""
+
+    node: str = Field(description="the node, or (cluster)")
+    check: str
+    severity: str
+    message: str
+    fix: str | None = None
+
+
+class KueueRecord(CamelModel):
+    """How the plan stands with one Workload waiting on its AdmissionCheck."""
+
+    met: bool
+    rejected: bool | None = Field(
+        default=None, description="no GPU the plan covers offers a profile it needs"
+    )
+    reason: str = ""
+
+
+class RolloutStatus(CamelModel):
+    """`status.rollout`: the rollout of the plan with input hash `inputHash` (a step's write
+    names only its node)."""
+
+    input_hash: str | None = None
+    nodes: dict[str, NodeRollout | None] = Field(default_factory=dict)
+    spec: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the spec the rollout began under: nodes in hand finish under it even if "
+        "the spec is edited into one that cannot be planned",
+    )
+
+
+class PlanStatus(CamelModel):
+    """status of a GPUPartitionPlan, written by the operator: every key it writes."""
+
+    phase: PlanPhase | None = None
+    observed_generation: Annotated[int | None, Field(ge=0)] = None
+    nodes: Annotated[int | None, Field(ge=0, description="nodes the plan changes")] = None
+    demand_met: str | None = Field(default=None, description="met/requested, e.g. 9/10")
+    progress: str | None = Field(default=None, description="nodes done/nodes to change")
+    next_window: str | None = Field(default=None, description="start of the next window (UTC)")
+    window_open: bool | None = None
+    last_planned: str | None = None
+    last_rebalance: str | None = None
+    next_rebalance: str | None = None
+    rebalance_handled: str | None = Field(
+        default=None, description="the migplan.io/rebalance annotation last acted on"
+    )
+    replan_pending: bool | None = Field(
+        default=None, description="plan again once the nodes in hand are finished"
+    )
+    replan_reason: ReplanReason | None = None
+    stale_replans: Annotated[int | None, Field(ge=0)] = Field(
+        default=None, description="re-plans since the cluster last changed under the plan"
+    )
+    input_hash: str | None = None
+    plan: PlannedStatus | None = None
+    preflight: tuple[PreflightEntry, ...] | None = None
+    conditions: tuple[Condition, ...] | None = None
+    kueue: dict[str, KueueRecord | None] | None = None
+    rollout: RolloutStatus | None = None
