@@ -30,7 +30,7 @@ def static_targets(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> di
     weight = priority_of(demand)
     targets: dict[tuple[str, int], Layout] = {}
     for model_key in sorted({g.model.model for g in free_gpus}):
-        members = [g for g in free_gpus if g.model.model >= model_key]
+        members = [g for g in free_gpus if g.model.model == model_key]
         model = members[0].model
         names = set(missing) & set(model.profiles_by_name)
         if not names:
