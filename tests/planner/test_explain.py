@@ -141,3 +141,22 @@ def test_a_profile_outside_the_planned_ones_has_no_capacity() -> None:
     pools = build_pools([], profiles=["1g.10gb"], policy=PolicySpec())
     explainer = Explainer(gpus=[], classes=[], pools=pools, policy=PolicySpec())
     assert explainer.capacity("7g.80gb") == 0
+
+
+def test_in_use_counts_every_gpu_of_a_class(gpu, want) -> None:
+    """Two GPUs alike (one class of two) each with a used 3g.40gb: two in use, not one."""
+    gpus = [
+        gpu("H100-80GB", "3g.40gb@0+3g.40gb@4", node=node, pins={"3g.40gb@0": f"ns/{node}"})
+        for node in ("a", "b")
+    ]
+    assert reasons(gpus, [want("3g.40gb", 3)]) == [
+        "1 x 3g.40gb: at most 2 free instances of 3g.40gb fit on the covered H100-80GB GPUs"
+    ]
+
+
+def test_a_limit_not_reached_is_not_named() -> None:
+    from migplan.planner.explain import Explainer
+
+    explainer = Explainer(gpus=[], classes=[], pools=None, policy=PolicySpec(max_gpus_changed=3))
+    explainer.note_plan(gpus_changed=1, nodes_touched=1)
+    assert explainer.limits_reached == []

@@ -252,6 +252,7 @@ def test_fenced_only_by_the_exact_label_value() -> None:
     fence = {MIG_MANAGER_DEPLOY_LABEL: label("false"), MIG_CONFIG_LABEL: label(AGENT_OWNED)}
     (finding,) = by_check(findings(live(node(labels=fence))), "MigManager")
     assert finding.severity is Severity.OK
+    assert finding.message.startswith("kept off this node by migplan")
     # A config that merely sorts after migplan's own is someone else's.
     other = {MIG_MANAGER_DEPLOY_LABEL: "false", MIG_CONFIG_LABEL: AGENT_OWNED + "-x"}
     (finding,) = by_check(findings(live(node(labels=other))), "MigManager")
@@ -376,3 +377,19 @@ def test_a_cluster_wide_refusal_blocks_no_node_by_name() -> None:
     assert worst([warned("a"), cluster]) is Severity.BLOCKING
     assert worst([warned("a")]) is Severity.WARNING
     assert worst([]) is Severity.OK
+
+
+def test_conditions_read_from_the_api_are_matched_by_value() -> None:
+    """Types and statuses parsed from JSON are new string objects."""
+    nvml = {
+        "gpus": [],
+        "conditions": [{"type": label("NvmlReady"), "status": label("False"), "message": "m"}],
+    }
+    assert [f.severity for f in by_check(findings(live(node(partition=nvml))), "Nvml")] == [
+        Severity.BLOCKING
+    ]
+    profiles = {
+        **REPORTED,
+        "conditions": [{"type": label("ProfilesMatch"), "status": label("False"), "message": "m"}],
+    }
+    assert len(by_check(findings(live(node(partition=profiles))), "Profiles")) == 1
