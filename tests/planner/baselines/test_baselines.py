@@ -145,6 +145,70 @@ def test_greedy_reports_the_time_it_took(gpu, want) -> None:
     assert 0 <= found.solver.wall_seconds <= time.monotonic() - started
 
 
+# Small fleets found by scripts/mutation where a changed rule of the greedy baseline (what
+# a layout gains over the current one, the weighted score, which GPUs it skips) changes its
+# choice: (model, layout, used instances, MIG on, whole-GPU pod) per GPU; its answers today.
+GREEDY_CASES = [
+    (
+        [
+            (
+                "A100-80GB",
+                "1g.10gb@0+1g.10gb@2+1g.10gb@4+1g.10gb+me@5+1g.10gb@6",
+                ["1g.10gb@6"],
+                True,
+                None,
+            ),
+            (
+                "A100-80GB",
+                "1g.10gb@0+1g.10gb+me@3+1g.20gb@4+1g.20gb@6",
+                ["1g.10gb+me@3", "1g.20gb@6"],
+                True,
+                None,
+            ),
+            ("A30", "-", [], True, None),
+        ],
+        [("1g.6gb+me", 5, 2), ("1g.20gb", 3, 1), ("3g.40gb", 5, 3)],
+        {
+            "n0": "3g.40gb@0+1g.20gb@4+1g.10gb@6",
+            "n1": "1g.20gb@0+1g.10gb@2+1g.10gb+me@3+1g.20gb@4+1g.20gb@6",
+            "n2": "1g.6gb+me@0",
+        },
+    ),
+    (
+        [("A30", "-", [], True, None)],
+        [("2g.12gb", 4, 1), ("4g.24gb", 5, 3), ("2g.12gb+me", 6, 2)],
+        {"n0": "2g.12gb@0+2g.12gb+me@2"},
+    ),
+    (
+        [
+            ("A30", "-", [], False, None),
+            ("A30", "-", [], True, None),
+            ("A30", "1g.6gb+me@0+1g.6gb@2+1g.6gb@3", ["1g.6gb+me@0"], True, None),
+        ],
+        [("4g.24gb", 1, 3)],
+        {"n0": "4g.24gb@0"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("fleet", "demand", "expected"), GREEDY_CASES)
+def test_greedy_reference_cases(gpu, want, fleet, demand, expected) -> None:
+    gpus = [
+        gpu(
+            model,
+            layout,
+            node=f"n{i}",
+            pins={p: f"ns/p{i}{k}" for k, p in enumerate(used)},
+            mig_enabled=mig,
+            whole_gpu_pod=whole,
+        )
+        for i, (model, layout, used, mig, whole) in enumerate(fleet)
+    ]
+    items = [want(profile, count, priority=priority) for profile, count, priority in demand]
+    found = {node: layout for (node, _), layout in layouts(greedy_targets(gpus, items)).items()}
+    assert found == expected
+
+
 # ---- static geometry (mig-parted all-balanced) ----------------------------------------------
 
 
