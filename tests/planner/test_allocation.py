@@ -349,3 +349,24 @@ def test_many_either_or_items_of_high_priority_keep_costs_in_range(want) -> None
     demand = [want("1g.10gb", 1, priority=1000, alternatives=("7g.80gb",)) for _ in range(20)]
     result = allocate(demand, supply(free={"1g.10gb": 7, "7g.80gb": 1}))
     assert sum(result.met) == 8
+
+
+def test_scattered_instances_skip_a_node_in_deficit() -> None:
+    from migplan.planner.allocation import take_scattered
+
+    nodes = {"a": Counter({"1g.10gb": -1}), "b": Counter({"1g.10gb": 2})}
+    take_scattered(nodes, "1g.10gb", 1)
+    assert nodes == {"a": Counter({"1g.10gb": -1}), "b": Counter({"1g.10gb": 1})}
+
+
+def test_a_levels_singles_are_served_whatever_comes_before_them(want, bundle) -> None:
+    # With a bundle present, each level serves its own singles; a lower one listed first
+    # must not stop the walk.
+    demand = [
+        want("1g.10gb", 1, priority=1),
+        bundle(1, {"2g.20gb": 1}),
+        want("1g.10gb", 1, priority=2),
+    ]
+    nodes = {"a": {"1g.10gb": 2, "2g.20gb": 1}}
+    result = allocate(demand, supply(free={"1g.10gb": 2, "2g.20gb": 1}), nodes=nodes)
+    assert result.met == (1, 1, 1)
