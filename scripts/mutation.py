@@ -142,10 +142,11 @@ def tree_copy(into: Path) -> Path:
 
 
 def changed_line(diff: str | None, sign: str) -> str:
+    """The first non-blank line the diff removes (`-`) or adds (`+`), trimmed."""
     lines = [
         line[1:].strip()
         for line in (diff or "").splitlines()
-        if line.startswith(sign) and not line.startswith(sign * 3)
+        if line.startswith(sign) and not line.startswith(sign * 3) and line[1:].strip()
     ]
     return lines[0] if lines else ""
 
@@ -219,7 +220,9 @@ def run_module(module: str, tests: list[str], equivalent: list[dict[str, str]]) 
                 ):
                     outcome.equivalent += 1
                 else:
-                    outcome.survivors.append({"before": before, "after": after})
+                    outcome.survivors.append(
+                        {"before": before, "after": after, "diff": result.diff or ""}
+                    )
     outcome.seconds = round(time.monotonic() - started, 1)
     # Said as each module ends: a run of every module takes an hour or more.
     said = [
@@ -263,7 +266,10 @@ def main() -> int:
     )
     for o in outcomes:
         for s in o.survivors:
-            print(f"\nsurvivor in {o.module}:\n  - {s['before']}\n  + {s['after']}")
+            shown = (
+                f"  - {s['before']}\n  + {s['after']}" if s["before"] or s["after"] else s["diff"]
+            )
+            print(f"\nsurvivor in {o.module}:\n{shown}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         json.dumps({"modules": [asdict(o) | {"ratio": o.ratio} for o in outcomes]}, indent=2) + "\n"

@@ -84,3 +84,34 @@ def test_a_device_digest_is_its_published_form() -> None:
 
 def test_an_outcome_without_an_error_says_none() -> None:
     assert Outcome(selected=True) == Outcome(True, None)
+
+
+def test_a_device_and_its_values_cannot_change_under_their_digest() -> None:
+    """The digest is cached and keys the results cache: a device, and the quantities and
+    versions in it, are immutable."""
+    from dataclasses import FrozenInstanceError
+
+    device = Device(driver="d")
+    for value, name in (
+        (device, "driver"),
+        (Quantity.parse("1"), "value"),
+        (SemVer(1, 2, 3), "major"),
+        (Outcome(True), "selected"),
+    ):
+        with pytest.raises(FrozenInstanceError):
+            setattr(value, name, None)
+
+
+def test_a_device_allows_one_allocation_unless_it_says_otherwise() -> None:
+    assert Device(driver="d").published()["allowMultipleAllocations"] is False
+
+
+def test_quantities_and_versions_take_every_comparison() -> None:
+    small, large = Quantity.parse("1"), Quantity.parse("2")
+    assert small <= large
+    assert large >= small
+    assert small <= Quantity.parse("1000m")
+    old, new = SemVer(1, 2, 3), SemVer(1, 3, 0)
+    assert old <= new
+    assert new >= old
+    assert old <= SemVer(1, 2, 3)
