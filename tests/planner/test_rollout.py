@@ -231,3 +231,26 @@ def test_a_record_from_an_older_status_reads_as_first_without_benefit_not_stale(
         NodeRollout.model_validate(
             {"node": "a", "before": [], "gpus": [], "disruptive": True, "order": -1}
         )
+
+
+def test_an_unchanged_node_listed_first_does_not_hide_the_rest(catalog) -> None:
+    from migplan.planner.plan import GpuPlan, Operation, OperationKind
+
+    base = plan_for(catalog, {"n": ("-", {})}, pending=1)
+    create = tuple(
+        Operation(kind=OperationKind(k), instance="3g.40gb@0") for k in ("create-gi", "create-ci")
+    )
+    gpus = (
+        GpuPlan(node="a", gpu=0, model="H100-80GB", before="-", after="-"),
+        GpuPlan(
+            node="b", gpu=0, model="H100-80GB", before="-", after="3g.40gb@0", operations=create
+        ),
+    )
+    records = rollout_nodes(base.model_copy(update={"gpus": gpus}))
+    assert [r.node for r in records] == ["b"]
+    assert [
+        r.node for r in rollout_nodes(base.model_copy(update={"gpus": gpus}), every_node=True)
+    ] == [
+        "b",
+        "a",
+    ]
