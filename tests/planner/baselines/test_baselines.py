@@ -135,6 +135,14 @@ def test_greedy_scores_what_a_layout_adds_not_what_it_drops(gpu, want) -> None:
     assert layouts(targets) == {("node-1", 0): "3g.40gb@0+3g.40gb@4"}
 
 
+def test_greedy_walks_on_past_a_gpu_it_cannot_help(gpu, want) -> None:
+    gpus = [
+        gpu("H100-80GB", "7g.80gb@0", node="a", pins={"7g.80gb@0": "ns/p"}),
+        gpu("H100-80GB", node="b"),
+    ]
+    assert list(greedy_targets(gpus, [want("3g.40gb", 1)])) == [("b", 0)]
+
+
 def test_greedy_reports_the_time_it_took(gpu, want) -> None:
     import time
 
