@@ -267,6 +267,14 @@ def test_static_goes_on_past_a_model_with_nothing_demanded(gpu, want) -> None:
     assert layouts(static_targets(gpus, [want("3g.40gb", 1)])) == {("h", 0): "3g.40gb@0+3g.40gb@4"}
 
 
+def test_static_goes_on_past_a_model_left_with_nothing_to_gain(gpu, want) -> None:
+    # The A100 meets all the 1g.10gb; the H100 (which has 1g.10gb too) gains nothing and is
+    # left; the H200 after it still gets its 1g.18gb.
+    gpus = [gpu("A100-80GB", node="a"), gpu("H100-80GB", node="h"), gpu("H200-141GB", node="z")]
+    targets = static_targets(gpus, [want("1g.10gb", 7), want("1g.18gb", 1)])
+    assert sorted(targets) == [("a", 0), ("z", 0)]
+
+
 def test_static_rebuilds_a_free_gpu_and_counts_its_instances_back(gpu, want) -> None:
     # The free 2g.12gb it has would be destroyed by a rebuild: it counts as missing again,
     # and the undemanded 1g.6gb instances do not.
