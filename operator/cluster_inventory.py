@@ -27,7 +27,7 @@ from migplan.operator.dra.inventory import (
     with_held,
     workload_claims,
 )
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import migplan_checks, pending_workloads
 from migplan.operator.skipped import Skipped, guarded, why_invalid
 from migplan.planner.catalog import Catalog, default_catalog
@@ -120,17 +120,17 @@ def _unschedulable(pod: Any) -> bool:
     return not message or "nvidia.com/mig-" in message or "claim" in message
 
 
-def _read_dra(api: Any) -> tuple[DraState | None, str | None]:
+def _read_dra(api: Kube) -> tuple[DraState | None, str | None]:
     """The cluster's DRA objects; None where the API server serves no DRA or migplan may
     not read it (and then why, for the plan's status)."""
-    if not kube.dra_served(api):
+    if not api.dra.served():
         return None, None
     try:
         state = DraState.of(
-            slices=kube.list_dra(api, plural="resourceslices"),
-            claims=kube.list_dra(api, plural="resourceclaims"),
-            templates=kube.list_dra(api, plural="resourceclaimtemplates"),
-            classes=kube.list_dra(api, plural="deviceclasses"),
+            slices=api.dra.list_objects(plural="resourceslices"),
+            claims=api.dra.list_objects(plural="resourceclaims"),
+            templates=api.dra.list_objects(plural="resourceclaimtemplates"),
+            classes=api.dra.list_objects(plural="deviceclasses"),
         )
     except ApiException as exc:
         if exc.status != 403:
@@ -143,39 +143,39 @@ def _read_dra(api: Any) -> tuple[DraState | None, str | None]:
 
 
 def _read_workloads(
-    api: Any, *, dra: DraState | None, reader: ClaimReader | None, skipped: list[Skipped]
+    api: Kube, *, dra: DraState | None, reader: ClaimReader | None, skipped: list[Skipped]
 ) -> list[PendingWorkload]:
     """Kueue's Workloads waiting for admission; none where Kueue is not installed."""
-    if not kube.kueue_served(api):
+    if not api.kueue.served():
         return []
     queues = {
         (q["metadata"]["namespace"], q["metadata"]["name"]): str(
             (q.get("spec") or {}).get("clusterQueue", "")
         )
-        for q in kube.list_kueue(api, plural="localqueues")
+        for q in api.kueue.list_objects(plural="localqueues")
     }
     template_claims = None
     if dra is not None and reader is not None:
         template_claims = partial(workload_claims, state=dra, reader=reader)
     return pending_workloads(
-        kube.list_kueue(api, plural="workloads"),
-        checks=migplan_checks(kube.list_kueue(api, plural="admissionchecks")),
+        api.kueue.list_objects(plural="workloads"),
+        checks=migplan_checks(api.kueue.list_objects(plural="admissionchecks")),
         local_queues=queues,
         template_claims=template_claims,
         skipped=skipped,
     )
 
 
-def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapshot:
+def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnapshot:
     """A snapshot of the cluster's GPU nodes and MIG demand, DRA's included where the API
     server serves resource.k8s.io/v1."""
     catalog = catalog or default_catalog()
-    partitions = {p["metadata"]["name"]: p for p in kube.list_node_partitions(api)}
+    partitions = {p["metadata"]["name"]: p for p in api.plans.list_node_partitions()}
     dra, unreadable = _read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
     skipped: list[Skipped] = []
     checked: dict[Any, str | None] = {}
-    for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
+    for node in api.core.list_nodes(label_selector=MIG_CAPABLE):
         name = node.metadata.name
         labels = dict(node.metadata.labels or {})
         try:
@@ -210,7 +210,7 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
         nodes += dynamic
     reader = claim_reader(dra, nodes=nodes, catalog=catalog) if dra is not None else None
     pending = []
-    for pod in kube.pending_pods(api):
+    for pod in api.core.pending_pods():
         if not _unschedulable(pod):
             continue
         found = guarded(
@@ -225,7 +225,7 @@ def read_inventory(api: Any, *, catalog: Catalog | None = None) -> ClusterSnapsh
         if found is not None:
             pending.append(found)
     inventory = Inventory(
-        namespaces=kube.namespace_labels(api),
+        namespaces=api.core.namespace_labels(),
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
         workloads=tuple(_read_workloads(api, dra=dra, reader=reader, skipped=skipped)),

@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 
 log = structlog.get_logger("migplan.metrics")
 METRICS_PATH = "/metrics"
@@ -42,7 +42,7 @@ class KubernetesAuthorizer:
     def __init__(
         self,
         *,
-        api: Any,
+        api: Kube,
         ttl: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         max_decisions: int = MAX_DECISIONS,
@@ -79,10 +79,10 @@ class KubernetesAuthorizer:
         return decision
 
     def _decide(self, token: str) -> HTTPStatus:
-        who = kube.review_token(self._api, token=token)
+        who = self._api.auth.review_token(token=token)
         if who is None:
             return HTTPStatus.UNAUTHORIZED
-        if kube.may_access_path(self._api, who=who, verb="get", path=METRICS_PATH):
+        if self._api.auth.may_access_path(who=who, verb="get", path=METRICS_PATH):
             return HTTPStatus.OK
         log.info("metrics scrape forbidden", user=who.username)
         return HTTPStatus.FORBIDDEN

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from typing import Any
 
 import structlog
 
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 
 log = structlog.get_logger("migplan.agent")
 CDI_TIMEOUT = 120.0
@@ -30,7 +29,7 @@ class GpuOperatorComponents:
     """Restart the GPU Operator's components on a node by deleting their pods there."""
 
     def __init__(
-        self, *, api: Any, settings: GpuOperatorSettings, cdi_command: str | None = None
+        self, *, api: Kube, settings: GpuOperatorSettings, cdi_command: str | None = None
     ) -> None:
         self._api, self._settings = api, settings
         self.cdi_command = shlex.split(cdi_command) if cdi_command else None
@@ -59,8 +58,8 @@ class GpuOperatorComponents:
                 )
         restarted = {}
         for component, selector in self._settings.restart_order():
-            restarted[component] = kube.delete_pods(
-                self._api, namespace=self._settings.namespace, label_selector=selector, node=node
+            restarted[component] = self._api.core.delete_pods(
+                namespace=self._settings.namespace, label_selector=selector, node=node
             )
         self.feature_discovery_seen = bool(restarted.get("gpu-feature-discovery"))
         log.info("components restarted", node=node, pods=restarted, cdi=bool(self.cdi_command))
@@ -72,13 +71,13 @@ class DraPluginRestarter:
 
     feature_discovery_seen = False
 
-    def __init__(self, *, api: Any, namespace: str, selector: str) -> None:
+    def __init__(self, *, api: Kube, namespace: str, selector: str) -> None:
         self._api, self.namespace, self.selector = api, namespace, selector
 
     def restart(self, node: str) -> None:
         """Delete the kubelet plugin's pod on `node`."""
-        deleted = kube.delete_pods(
-            self._api, namespace=self.namespace, label_selector=self.selector, node=node
+        deleted = self._api.core.delete_pods(
+            namespace=self.namespace, label_selector=self.selector, node=node
         )
         if not deleted:
             raise ComponentRestartError(

@@ -13,9 +13,11 @@ import structlog
 
 from migplan.operator.agent.metrics import PASSES
 from migplan.operator.agent.node import NodeAgent
-from migplan.operator.kube import client as kube
+from migplan.planner.nodepartition import NodePhase
 
 log = structlog.get_logger("migplan.agent")
+FOLLOW_UP_SECONDS = 2.0
+"""How soon a pass follows one that waits for the device plugin to catch up."""
 
 
 @dataclass
@@ -61,7 +63,8 @@ def run(
     health: Health,
     before_pass: Any = None,
 ) -> None:
-    """Reconcile now, then whenever the NodePartition changes, and every `interval`."""
+    """Reconcile now, then whenever the NodePartition changes, and every `interval` (every
+    FOLLOW_UP_SECONDS while the device plugin has yet to show what the GPUs hold)."""
     while not stop.is_set():
         try:
             if before_pass:
@@ -74,8 +77,13 @@ def run(
             log.exception("pass failed", node=agent.node)
             stop.wait(min(interval, 5))
             continue
+        if status is not None and status.phase is NodePhase.WAITING_FOR_DEVICE_PLUGIN:
+            stop.wait(min(interval, FOLLOW_UP_SECONDS))  # the node, not the partition, moves
+            continue
         try:
-            kube.watch_node_partition(agent.api, name=agent.node, timeout=int(interval))
+            agent.api.plans.watch_node_partition(
+                name=agent.node, timeout=int(interval), since=agent.seen_version
+            )
         except Exception:
             log.warning("watch failed", node=agent.node)
             stop.wait(min(interval, 5))

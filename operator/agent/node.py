@@ -17,7 +17,7 @@ from migplan.operator.agent.metrics import record_pass
 from migplan.operator.agent.podresources import dra_instances
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
 from migplan.operator.conditions import keep_transition_times, new_condition
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
 from migplan.operator.nvml.errors import (
@@ -86,7 +86,7 @@ def _uid(pod: Any) -> str | None:
 class NodeAgent:
     """One node's agent."""
 
-    api: Any
+    api: Kube
     node: str
     nvml: Callable[[], Any]
     """Returns the NVML binding to use: pynvml, or an emulator's copy (`FakeNvml.pynvml`)."""
@@ -100,10 +100,14 @@ class NodeAgent:
     """How NVML's profiles differ from profiles/, checked on the first pass."""
     restart_pending: bool = field(default=False, init=False)
     """The GPUs changed and the components have not been restarted since."""
+    seen_version: str | None = field(default=None, init=False)
+    """The resourceVersion of the NodePartition the last pass read (the loop waits for a
+    change after it)."""
 
     def run_once(self) -> NodePartitionStatus | None:
         """One reconcile of the node's NodePartition; None if it has none."""
-        found = kube.get_node_partition(self.api, name=self.node)
+        found = self.api.plans.get_node_partition(name=self.node)
+        self.seen_version = None if found is None else found["metadata"].get("resourceVersion")
         if found is None:
             return None
         spec = NodePartitionSpec.model_validate(found["spec"])
@@ -224,7 +228,7 @@ class NodeAgent:
         )
         if document == previous:
             return False
-        kube.patch_node_partition_status(self.api, name=self.node, status=document)
+        self.api.plans.patch_node_partition_status(name=self.node, status=document)
         return True
 
     def _check_profiles(self, nvml: NvmlAdapter) -> None:
@@ -265,7 +269,7 @@ class NodeAgent:
             spec.evicted_pods,
             uids=spec.evicted_pod_uids,
             uid_of=lambda namespace, name: _uid(
-                kube.get_pod(self.api, namespace=namespace, name=name)
+                self.api.core.get_pod(namespace=namespace, name=name)
             ),
         )
 
@@ -317,7 +321,7 @@ class NodeAgent:
         labelled = self.device_plugin.feature_discovery_seen
         deadline = time.monotonic() + self.allocatable_timeout
         while True:
-            node = kube.get_node(self.api, name=self.node)
+            node = self.api.core.get_node(name=self.node)
             allocatable = node.status.allocatable or {}
             have = Counter(
                 {k: int(v) for k, v in allocatable.items() if is_mig_resource(k) and int(v)}

@@ -17,7 +17,7 @@ import grpc
 
 from migplan.operator.agent.podresources_v1 import api_pb2
 from migplan.operator.dra.devices import DRIVER, DeviceKind, slice_devices
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.planner.catalog import Catalog
 from migplan.planner.layout import Instance
@@ -69,12 +69,12 @@ def list_held(*, socket: str = SOCKET, timeout: float = 10.0) -> Held:
     return parse(response)
 
 
-def dra_instances(api: Any, *, node: str) -> dict[DraDevice, tuple[str, Instance]]:
+def dra_instances(api: Kube, *, node: str) -> dict[DraDevice, tuple[str, Instance]]:
     """NVIDIA's static MIG devices on `node`: (driver, pool, device) -> (GPU UUID, instance)."""
     return {
         d.key: (d.parent_uuid, d.instance)
         for d in slice_devices(
-            kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}"),
+            api.dra.list_objects(plural="resourceslices", field_selector=f"spec.nodeName={node}"),
             driver=DRIVER,
         )
         if d.node == node and d.kind is DeviceKind.MIG and d.parent_uuid and d.instance
@@ -86,7 +86,7 @@ class PodResourcesBindings:
     DRA devices through the node's ResourceSlice (when `api` is given)."""
 
     def __init__(
-        self, *, nvml: Any, catalog: Catalog, socket: str = SOCKET, api: Any = None
+        self, *, nvml: Any, catalog: Catalog, socket: str = SOCKET, api: Kube | None = None
     ) -> None:
         self._nvml = nvml
         self._catalog = catalog

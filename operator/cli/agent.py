@@ -101,11 +101,11 @@ def agent(
     from migplan.operator.agent.components import DraPluginRestarter, GpuOperatorComponents
     from migplan.operator.agent.loop import Health, run, serve_liveness
     from migplan.operator.agent.node import NodeAgent
-    from migplan.operator.kube import client as kube
+    from migplan.operator.kube.connect import connect
     from migplan.operator.metrics_server import serve_metrics
 
     catalog = state(ctx).catalog
-    api = kube.connect(kubeconfig=kubeconfig)
+    api = connect(kubeconfig=kubeconfig)
     before_pass = None
     if simulate:
         from migplan.operator.nvml.emulator import FakeNvml

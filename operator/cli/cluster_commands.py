@@ -23,12 +23,12 @@ STEP_STYLE = {
 
 
 def _plans(kubeconfig: str | None, name: str | None) -> list[dict[str, Any]]:
-    from migplan.operator.kube import client as kube
+    from migplan.operator.kube.connect import connect
 
-    api = kube.connect(kubeconfig=kubeconfig)
+    api = connect(kubeconfig=kubeconfig)
     if name is None:
-        return sorted(kube.list_plans(api), key=lambda p: str(p["metadata"]["name"]))
-    found = kube.get_plan(api, name=name)
+        return sorted(api.plans.list_plans(), key=lambda p: str(p["metadata"]["name"]))
+    found = api.plans.get_plan(name=name)
     if found is None:
         raise MigplanInputError(f"no GPUPartitionPlan named {name!r} (see `kubectl get gpp`)")
     return [found]
@@ -118,11 +118,9 @@ def rebalance(plan: PlanArg, kubeconfig: KubeconfigOpt = None) -> None:
     (deploy/examples/rebalance-cronjob.yaml).
     """
     from migplan.operator.controller.reconciler import REBALANCE
-    from migplan.operator.kube import client as kube
+    from migplan.operator.kube.connect import connect
 
     _plans(kubeconfig, plan)  # a clear error if it does not exist
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    kube.annotate_plan(
-        kube.connect(kubeconfig=kubeconfig), name=plan, annotations={REBALANCE: stamp}
-    )
+    connect(kubeconfig=kubeconfig).plans.annotate_plan(name=plan, annotations={REBALANCE: stamp})
     typer.echo(f"rebalance of {plan} requested at {stamp}")

@@ -83,10 +83,10 @@ def doctor(
 
         facts = inventory_facts(load_inventory(cluster))
     else:
-        from migplan.operator.kube import client as kube
+        from migplan.operator.kube.connect import connect
         from migplan.operator.preflight.facts import live_facts
 
-        facts = live_facts(kube.connect(kubeconfig=kubeconfig), settings=settings)
+        facts = live_facts(connect(kubeconfig=kubeconfig), settings=settings)
     if manifest is not None:
         selector = manifest.spec.node_selector
         facts = dataclasses.replace(

@@ -123,7 +123,7 @@ def operator(
     import kopf
 
     from migplan.operator.controller import handlers
-    from migplan.operator.kube import client as kube
+    from migplan.operator.kube.connect import connect
     from migplan.operator.logs import stdlib_formatter
     from migplan.operator.metrics_server import KubernetesAuthorizer, serve_metrics
 
@@ -157,11 +157,10 @@ def operator(
     if metrics_port:
         authorize = None
         if metrics_auth is MetricsAuth.kubernetes:
-            authorize = KubernetesAuthorizer(api=kube.connect(kubeconfig=kubeconfig))
+            authorize = KubernetesAuthorizer(api=connect(kubeconfig=kubeconfig))
         serve_metrics(port=metrics_port, authorize=authorize)
     if not standalone:
-        kube.ensure_cluster_object(
-            kube.connect(kubeconfig=kubeconfig),
+        connect(kubeconfig=kubeconfig).core.ensure_cluster_object(
             group="kopf.dev",
             version="v1",
             plural="clusterkopfpeerings",

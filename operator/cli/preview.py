@@ -161,9 +161,9 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
 def live_inventory(kubeconfig: str | None, catalog: Catalog) -> Inventory:
     """The live cluster's inventory; GPU nodes left out are named on stderr."""
     from migplan.operator.cluster_inventory import read_inventory
-    from migplan.operator.kube import client as kube
+    from migplan.operator.kube.connect import connect
 
-    snapshot = read_inventory(kube.connect(kubeconfig=kubeconfig), catalog=catalog)
+    snapshot = read_inventory(connect(kubeconfig=kubeconfig), catalog=catalog)
     for node, why in sorted(snapshot.left_out.items()):
         typer.echo(f"migplan: warning: node {node} left out: {why}", err=True)
     for note in snapshot.notes:

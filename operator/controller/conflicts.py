@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.planner.spec import LabelSelector, PlanPhase
 
 
@@ -35,16 +35,16 @@ def _active(plan: dict[str, Any]) -> bool:
     )
 
 
-def conflicting_plan(api: Any, plan: dict[str, Any]) -> str | None:
+def conflicting_plan(api: Kube, plan: dict[str, Any]) -> str | None:
     """The name of an earlier active plan that selects one of `plan`'s nodes, if any."""
     if not _active(plan):
         return None
     nodes = {
         n.metadata.name: dict(n.metadata.labels or {})
-        for n in kube.list_nodes(api, label_selector=MIG_CAPABLE)
+        for n in api.core.list_nodes(label_selector=MIG_CAPABLE)
     }
     mine = _selected(plan, nodes)
-    for other in sorted(kube.list_plans(api), key=_rank):
+    for other in sorted(api.plans.list_plans(), key=_rank):
         if other["metadata"]["name"] == plan["metadata"]["name"] or not _active(other):
             continue
         if (

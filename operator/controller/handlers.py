@@ -16,11 +16,11 @@ import structlog
 from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
-from migplan.operator.controller.rollout import CORDONED_BY
+from migplan.operator.controller.rollout import CORDONED_BY, Boundary, no_boundary
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra.helper import CelUnavailable, evaluator
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.kube.leader import Leadership
 from migplan.operator.kube.leader import identity as leader_identity
 from migplan.planner.catalog import default_catalog
@@ -34,8 +34,8 @@ log = structlog.get_logger("migplan.operator")
 def _event(body: dict[str, Any], kind: str, reason: str, message: str) -> None:
     """Post an event on the plan; a failure to post is logged, never raised."""
     try:
-        kube.create_event(
-            _state["controller"].api, obj=body, kind=kind, reason=reason, message=message
+        _state["controller"].api.core.create_event(
+            obj=body, kind=kind, reason=reason, message=message
         )
     except Exception as exc:  # an event is worth less than the step that caused it
         log.warning("event not posted", reason=reason, error=repr(exc))
@@ -51,11 +51,15 @@ def configure(
     default_actuator: Actuator = Actuator.AGENT,
     gpu_operator: GpuOperatorSettings | None = None,
     mig_config_propagation: float = 90.0,
+    boundary: Boundary = no_boundary,
 ) -> None:
-    """Connect the controller and register the periodic tick (`tick` seconds apart)."""
+    """Connect the controller and register the periodic tick (`tick` seconds apart);
+    `boundary` is called between each node's rollout steps (tests stop the operator there)."""
     _state["priority"] = priority
+    api = connect(kubeconfig=kubeconfig)
+    _state["connection"] = api.connection
     _state["controller"] = PlanController(
-        api=kube.connect(kubeconfig=kubeconfig),
+        api=api,
         catalog=default_catalog(),
         events=_event,
         agent_timeout=agent_timeout,
@@ -63,6 +67,7 @@ def configure(
         default_actuator=default_actuator,
         gpu_operator=gpu_operator or GpuOperatorSettings(),
         mig_config_propagation=mig_config_propagation,
+        boundary=boundary,
     )
     _state["partitions"] = PartitionBootstrap(_state["controller"].api)
     _state["cordons"] = CordonIndex()
@@ -72,7 +77,7 @@ def configure(
 def elect_leader(*, namespace: str, name: str = "migplan-operator") -> None:
     """Run as one of several replicas: act only while holding the Lease `namespace/name`."""
     _state["leader"] = Leadership(
-        _state["controller"].api,
+        _state["connection"],
         namespace=namespace,
         name=name,
         identity=leader_identity(),
@@ -83,7 +88,7 @@ def elect_leader(*, namespace: str, name: str = "migplan-operator") -> None:
 def _lead() -> None:
     """Just became leader: catch up on plans changed while following, then tick."""
     controller: PlanController = _state["controller"]
-    for plan in kube.list_plans(controller.api):
+    for plan in controller.api.plans.list_plans():
         try:
             controller.resumed(str(plan["metadata"]["name"]))
         except Exception as exc:  # the ticker retries; one plan must not block the rest

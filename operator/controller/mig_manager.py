@@ -24,7 +24,7 @@ from migplan.operator.gpu_operator import (
     MIG_MANAGER_DEPLOY_LABEL,
     GpuOperatorSettings,
 )
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.planner.migparted import config_name, node_config, owned_by
 
 CONFIG_LABEL = MIG_CONFIG_LABEL
@@ -32,7 +32,7 @@ STATE_LABEL = MIG_CONFIG_STATE_LABEL
 
 
 def write_configs(
-    api: Any, *, targets: dict[str, dict[int, str]], namespace: str, config_map: str
+    api: Kube, *, targets: dict[str, dict[int, str]], namespace: str, config_map: str
 ) -> dict[str, tuple[str, str]]:
     """Write each node's target into the ConfigMap under two names, one for the first try
     and a fresh one for a retry; node -> (name, retry name). A node's older entries go,
@@ -62,23 +62,22 @@ def write_configs(
         return {**data, CONFIG_KEY: yaml.safe_dump(document, sort_keys=False)}
 
     if targets:
-        kube.edit_config_map(api, namespace=namespace, name=config_map, edit=edit)
+        api.core.edit_config_map(namespace=namespace, name=config_map, edit=edit)
     return names
 
 
-def point_at(api: Any, *, node: str, name: str) -> None:
+def point_at(api: Kube, *, node: str, name: str) -> None:
     """Set the node's `nvidia.com/mig.config` to `name`, clearing the state label in the same
     write (a stale `success` is never mistaken for the new one)."""
     enable_on_node(api, node=node)
-    kube.patch_node(
-        api,
+    api.core.patch_node(
         name=node,
         body={"metadata": {"labels": {CONFIG_LABEL: name, STATE_LABEL: None}}},
     )
 
 
 def hand_over(
-    api: Any, *, node: str, targets: dict[int, str], namespace: str, config_map: str
+    api: Kube, *, node: str, targets: dict[int, str], namespace: str, config_map: str
 ) -> str:
     """Write the node's target into the ConfigMap and point the node's label at it at once;
     the config name. (Only where mig-manager reads the ConfigMap through the API; the
@@ -90,7 +89,7 @@ def hand_over(
     return name
 
 
-def disable_on_node(api: Any, *, node: str) -> bool:
+def disable_on_node(api: Kube, *, node: str) -> bool:
     """Keep mig-manager off a node whose GPUs the agent changes; whether a label changed.
 
     mig-manager applies the config its label names each time it starts, so a mig-manager
@@ -99,11 +98,10 @@ def disable_on_node(api: Any, *, node: str) -> bool:
     adds that label only when it is missing, so `false` keeps it away for good; the config
     label names a config that does not exist, in case a mig-manager starts there anyway.
     """
-    labels = kube.get_node(api, name=node).metadata.labels or {}
+    labels = api.core.get_node(name=node).metadata.labels or {}
     if labels.get(MIG_MANAGER_DEPLOY_LABEL) == "false" and labels.get(CONFIG_LABEL) == AGENT_OWNED:
         return False
-    kube.patch_node(
-        api,
+    api.core.patch_node(
         name=node,
         body={
             "metadata": {
@@ -115,12 +113,11 @@ def disable_on_node(api: Any, *, node: str) -> bool:
     return True
 
 
-def enable_on_node(api: Any, *, node: str) -> None:
+def enable_on_node(api: Kube, *, node: str) -> None:
     """Undo `disable_on_node` (the node is handed to mig-manager now)."""
-    node_obj = kube.get_node(api, name=node)
+    node_obj = api.core.get_node(name=node)
     if (node_obj.metadata.annotations or {}).get(DISABLED_BY_MIGPLAN):
-        kube.patch_node(
-            api,
+        api.core.patch_node(
             name=node,
             body={
                 "metadata": {
@@ -131,17 +128,17 @@ def enable_on_node(api: Any, *, node: str) -> None:
         )
 
 
-def pods_on(api: Any, *, node: str, settings: GpuOperatorSettings) -> list[str]:
+def pods_on(api: Kube, *, node: str, settings: GpuOperatorSettings) -> list[str]:
     """Names of the mig-manager pods on `node` (terminating ones too: they may still act)."""
     return [
         str(p.metadata.name)
-        for p in kube.list_pods(
-            api, namespace=settings.namespace, label_selector=settings.mig_manager, node=node
+        for p in api.core.list_pods(
+            namespace=settings.namespace, label_selector=settings.mig_manager, node=node
         )
     ]
 
 
-def state_of(api: Any, *, node: str) -> tuple[str | None, str | None]:
+def state_of(api: Kube, *, node: str) -> tuple[str | None, str | None]:
     """(config label, state label) of the node."""
-    labels = kube.get_node(api, name=node).metadata.labels or {}
+    labels = api.core.get_node(name=node).metadata.labels or {}
     return labels.get(CONFIG_LABEL), labels.get(STATE_LABEL)

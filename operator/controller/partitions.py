@@ -8,11 +8,10 @@ has reported, so a new node is never planned blind.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import structlog
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.planner.nodepartition import NodePartition, NodePartitionSpec
 
 log = structlog.get_logger("migplan.operator")
@@ -21,7 +20,7 @@ log = structlog.get_logger("migplan.operator")
 class PartitionBootstrap:
     """Creates missing NodePartitions, asking the API once per node per process."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Kube) -> None:
         self._api = api
         self._seen: set[str] = set()
         self._lock = threading.Lock()
@@ -32,7 +31,7 @@ class PartitionBootstrap:
             if node in self._seen:
                 return
         empty = NodePartition.for_node(NodePartitionSpec(node_name=node), node_uid=uid)
-        if kube.create_node_partition(self._api, body=empty.body()):
+        if self._api.plans.create_node_partition(body=empty.body()):
             log.info("node partition created", node=node)
         with self._lock:
             self._seen.add(node)

@@ -14,7 +14,7 @@ from typing import Any
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.conditions import condition
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.checks import offered_profiles, planned_verdicts
 from migplan.operator.preflight.checks import (
     Finding,
@@ -47,18 +47,18 @@ class PlanningResult:
     """Objects the pass left out (each gets a Warning event)."""
 
 
-def check_dra_mode(manifest: GPUPartitionPlan, *, api: Any) -> None:
+def check_dra_mode(manifest: GPUPartitionPlan, *, api: Kube) -> None:
     """Raise MigplanInputError, saying what is missing, when the cluster cannot do the plan's
     `dra.mode`."""
     dra = manifest.spec.dra
     if dra is None or manifest.spec.dry_run:
         return
-    if not kube.dra_served(api):
+    if not api.dra.served():
         raise MigplanInputError(
             f"dra.mode {dra.mode.value}: the API server does not serve resource.k8s.io/v1 "
             "(Dynamic Resource Allocation, GA in Kubernetes 1.34)"
         )
-    if dra.mode is DraMode.STEER and not kube.taint_rules_served(api):
+    if dra.mode is DraMode.STEER and not api.dra.taint_rules_served():
         raise MigplanInputError(
             "dra.mode steer: the API server does not serve DeviceTaintRules "
             "(resource.k8s.io/v1beta2 devicetaintrules; in Kubernetes 1.36 enable the "
@@ -71,7 +71,7 @@ def plan_status(
     *,
     body: dict[str, Any],
     manifest: GPUPartitionPlan,
-    api: Any,
+    api: Kube,
     catalog: Catalog,
     gpu_operator: GpuOperatorSettings | None = None,
 ) -> PlanningResult:

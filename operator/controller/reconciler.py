@@ -24,11 +24,13 @@ from migplan.operator.controller.conflicts import conflicting_plan
 from migplan.operator.controller.planning import plan_status
 from migplan.operator.controller.rollout import (
     DEFAULT_MIG_CONFIG_MAP,
+    Boundary,
     NodeStepper,
+    no_boundary,
     release_nodes,
 )
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.checks import (
     RETRY_AFTER_SECONDS,
     Waiting,
@@ -93,7 +95,7 @@ MAX_WARNED = 10_000
 class PlanController:
     """Plans and rolls out GPUPartitionPlans on the cluster behind `api`."""
 
-    api: Any
+    api: Kube
     catalog: Catalog
     events: Events
     agent_timeout: float = 600.0
@@ -104,6 +106,8 @@ class PlanController:
     mig_config_propagation: float = 90.0
     """Seconds kubelet may take to put a ConfigMap change into mig-manager's file."""
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    boundary: Boundary = no_boundary
+    """Called at each node's step boundaries (tests stop the operator there)."""
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _kueue: tuple[float, bool] | None = None
@@ -116,7 +120,7 @@ class PlanController:
         plan would otherwise add a discovery call)."""
         now = time.monotonic()
         if self._kueue is None or now - self._kueue[0] >= KUEUE_RECHECK_SECONDS:
-            self._kueue = (now, kube.kueue_served(self.api))
+            self._kueue = (now, self.api.kueue.served())
         return self._kueue[1]
 
     def _warn_skipped(self, skipped: Sequence[Skipped]) -> None:
@@ -131,8 +135,7 @@ class PlanController:
                     self._warned.clear()
                 self._warned.add(key)
             try:
-                kube.create_event(
-                    self.api,
+                self.api.core.create_event(
                     obj=s.body(),
                     kind="Warning",
                     reason="MigplanSkipped",
@@ -163,12 +166,12 @@ class PlanController:
         return manifest.with_default_actuator(self.default_actuator)
 
     def _write(self, body: dict[str, Any], status: dict[str, Any]) -> None:
-        kube.patch_plan_status(self.api, name=body["metadata"]["name"], status=status)
+        self.api.plans.patch_plan_status(name=body["metadata"]["name"], status=status)
 
     def spec_changed(self, name: str) -> None:
         """A new or changed spec: plan now, or after the nodes in hand if a rollout runs."""
         with self._lock(name):
-            body = kube.get_plan(self.api, name=name)
+            body = self.api.plans.get_plan(name=name)
             if body is None:
                 return
             if rollout_in_progress(body.get("status") or {}):
@@ -186,7 +189,7 @@ class PlanController:
 
     def resumed(self, name: str) -> None:
         """The operator (re)started: plan only if the spec changed while it was away."""
-        body = kube.get_plan(self.api, name=name)
+        body = self.api.plans.get_plan(name=name)
         if body is None:
             return
         status = body.get("status") or {}
@@ -380,7 +383,7 @@ class PlanController:
         """Tell the `waiting` Workloads how they stand with plan `name`."""
         if not waiting:
             return
-        body = kube.get_plan(self.api, name=name)
+        body = self.api.plans.get_plan(name=name)
         if body is None:
             return
         status = body.get("status") or {}
@@ -399,7 +402,7 @@ class PlanController:
 
     def _tick_failed(self, name: str, exc: Exception) -> None:
         try:
-            body = kube.get_plan(self.api, name=name)
+            body = self.api.plans.get_plan(name=name)
             if body is None:
                 return
             message = f"{type(exc).__name__}: {exc}"[:MESSAGE_LIMIT]
@@ -414,7 +417,7 @@ class PlanController:
 
     def _tick(self, name: str) -> None:
         with self._lock(name):
-            body = kube.get_plan(self.api, name=name)
+            body = self.api.plans.get_plan(name=name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
             status = body.get("status") or {}
@@ -437,14 +440,14 @@ class PlanController:
                 status
             ):
                 self._replan(body, reason="spec")
-                body = kube.get_plan(self.api, name=name) or body
+                body = self.api.plans.get_plan(name=name) or body
             failing = _condition(status.get("conditions") or [], TICK_FAILED)[0] == "True"
             # Read once: whether to re-plan for them, then what to tell them.
             waiting = waiting_for(self.api, plan=name) if self.kueue_served() else []
             reason = self._rebalance_reason(body, manifest, now, waiting)
             if reason and not rollout_in_progress(body.get("status") or {}):
                 self._replan(body, reason=reason)
-                body = kube.get_plan(self.api, name=name) or body
+                body = self.api.plans.get_plan(name=name) or body
             self._advance(body, manifest, now)
             self._kueue_checks(name, waiting)
             if failing:
@@ -547,6 +550,7 @@ class PlanController:
             gpu_operator=self.gpu_operator,
             mig_config_propagation=self.mig_config_propagation,
             dra_mode=spec.dra.mode if spec.dra else None,
+            boundary=self.boundary,
         )
 
     def _finish_in_hand(self, body: dict[str, Any]) -> None:
@@ -574,14 +578,14 @@ class PlanController:
         raise AssertionError("the default spec always parses")
 
     def _clear_tick_failure(self, name: str) -> None:
-        body = kube.get_plan(self.api, name=name)
+        body = self.api.plans.get_plan(name=name)
         previous = ((body or {}).get("status") or {}).get("conditions") or []
         if body is not None and _condition(previous, TICK_FAILED)[0] == "True":
             update = condition(TICK_FAILED, False, "Ticking", "", _generation(body))
             self._write(body, {"conditions": merge_conditions(previous, [update])})
 
     def _write_if_changed(self, body: dict[str, Any], update: dict[str, Any]) -> None:
-        fresh = kube.get_plan(self.api, name=body["metadata"]["name"]) or body
+        fresh = self.api.plans.get_plan(name=body["metadata"]["name"]) or body
         status = fresh.get("status") or {}
         if any(status.get(k) != v for k, v in update.items()):
             self._write(fresh, update)

@@ -13,7 +13,6 @@ a precondition; a pod that moved or was made again under the same name is never 
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,7 +27,8 @@ from migplan.operator.controller import metrics, mig_manager
 from migplan.operator.dra import steer
 from migplan.operator.dra.devices import DeviceKind
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.core import PodReplacedError
+from migplan.operator.kube.seam import Kube
 from migplan.planner.layout import Instance, Layout
 from migplan.planner.nodepartition import NodePartition, NodePartitionSpec, NodePhase
 from migplan.planner.resources import is_mig_resource, resource_name
@@ -40,20 +40,20 @@ log = structlog.get_logger("migplan.rollout")
 
 CORDONED_BY = "migplan.io/cordoned-by"
 """Node annotation naming the plan that cordoned the node; only that plan uncordons it."""
-CRASH_AT = "MIGPLAN_TEST_CRASH_AT"
-"""Tests set `before:<Step>` or `after:<Step>` to kill the operator at that step boundary."""
 AGENT_FAILURES = frozenset(
     {NodePhase.INVALID, NodePhase.FAILED, NodePhase.BLOCKED, NodePhase.RESET_REQUIRED}
 )
 DEFAULT_MIG_CONFIG_MAP = ("gpu-operator", "migplan-mig-parted-config")
 EventSink = Callable[[str, str, str], None]
 """(type Normal|Warning, reason, message) -> posts an event on the plan."""
+Boundary = Callable[[str, NodeStep], None]
+"""Called at each step boundary: ("before", step) once the step is recorded and before it is
+taken, ("after", step) once it is taken and before the next is recorded. Tests raise or exit
+here to stop the operator where a crash would."""
 
 
-def _crash_point(when: str, step: NodeStep) -> None:
-    if os.environ.get(CRASH_AT) == f"{when}:{step.value}":
-        log.warning("crashing on purpose", at=f"{when}:{step.value}")
-        os._exit(17)
+def no_boundary(when: str, step: NodeStep) -> None:
+    """The production boundary: nothing happens between steps."""
 
 
 class _Eviction(Enum):
@@ -77,7 +77,7 @@ class _Refusal:
 class NodeStepper:
     """Advances one plan's nodes through their rollout steps."""
 
-    api: Any
+    api: Kube
     plan: str
     plan_generation: int
     drain_timeout: float
@@ -93,6 +93,7 @@ class NodeStepper:
     (kubelet's sync period, 60 s by default, plus its cache)."""
     dra_mode: DraMode | None = None
     """`steer`: the node's GPUs are DynamicMIG's; its layouts are kept with device taints."""
+    boundary: Boundary = no_boundary
     _refusals: dict[str, _Refusal] = field(default_factory=dict)
     """Per pod, the last refused eviction: why, how often, and when to try again."""
     _claims: list[dict[str, Any]] | None = None
@@ -122,8 +123,7 @@ class NodeStepper:
                     (now - parse_timestamp(previous.since)).total_seconds()
                 )
             record = record.model_copy(update={"since": timestamp(now)})
-        kube.patch_plan_status(
-            self.api,
+        self.api.plans.patch_plan_status(
             name=self.plan,
             status={
                 "rollout": {"nodes": {record.node: record.model_dump(mode="json", by_alias=True)}}
@@ -141,7 +141,7 @@ class NodeStepper:
             metrics.NODES_RECONFIGURED.labels(result=result).inc()
             kind = "Normal" if record.step is NodeStep.DONE else "Warning"
             self.events(kind, f"Node{result}", f"{record.node}: {record.message or result}")
-        _crash_point("before", record.step)
+        self.boundary("before", record.step)
         return record
 
     def _take(self, record: NodeRollout) -> NodeRollout | None:
@@ -157,7 +157,7 @@ class NodeStepper:
             NodeStep.ROLLING_BACK: self._roll_back,
         }[step](record)
         if following is not None and following.step is not step:
-            _crash_point("after", step)
+            self.boundary("after", step)
         return following
 
     def _in_step(self, record: NodeRollout) -> float:
@@ -180,10 +180,10 @@ class NodeStepper:
         steered node: the instances its claims hold)."""
         if self.steering:
             if self._claims is None:  # once per round: every steered node is checked
-                self._claims = kube.list_dra(self.api, plural="resourceclaims")
+                self._claims = self.api.dra.list_objects(plural="resourceclaims")
             layouts, in_use = steer.observed(self.api, node=node, claims=self._claims)
             return layouts, in_use, {}
-        found = kube.get_node_partition(self.api, name=node) or {}
+        found = self.api.plans.get_node_partition(name=node) or {}
         status = found.get("status") or {}
         gpus = status.get("gpus") or []
         layouts = {int(g["index"]): str(g.get("layout", "-")) for g in gpus}
@@ -248,7 +248,7 @@ class NodeStepper:
         elsewhere = []
         for pod in record.evict:
             namespace, name = pod.split("/", 1)
-            found = kube.get_pod(self.api, namespace=namespace, name=name)
+            found = self.api.core.get_pod(namespace=namespace, name=name)
             if found is None:
                 continue
             if found.spec.node_name != record.node:
@@ -258,7 +258,7 @@ class NodeStepper:
         return uids, elsewhere
 
     def _cordon(self, record: NodeRollout) -> NodeRollout:
-        ours = kube.cordon_node(self.api, name=record.node, annotation=CORDONED_BY, owner=self.plan)
+        ours = self.api.core.cordon_node(name=record.node, annotation=CORDONED_BY, owner=self.plan)
         message = "cordoned" if ours else "already cordoned by someone else: it stays so afterwards"
         return self._next(record, NodeStep.EVICTING, message)
 
@@ -320,7 +320,7 @@ class NodeStepper:
         """Evict one planned pod if it is still the pod the rollout began with, on this node;
         what happened, and why a refusal was (PodDisruptionBudgets, with back-off)."""
         namespace, name = pod.split("/", 1)
-        found = kube.get_pod(self.api, namespace=namespace, name=name)
+        found = self.api.core.get_pod(namespace=namespace, name=name)
         if found is None:
             return _Eviction.GONE, None
         uid = record.evict_uids.get(pod)
@@ -332,10 +332,10 @@ class NodeStepper:
         if last is not None and time.monotonic() < last.retry_at:
             return _Eviction.REFUSED, f"{last.reason} (retrying)"
         try:
-            refusal = kube.evict_pod(
-                self.api, namespace=namespace, name=name, uid=str(found.metadata.uid)
+            refusal = self.api.core.evict_pod(
+                namespace=namespace, name=name, uid=str(found.metadata.uid)
             )
-        except kube.PodReplacedError:
+        except PodReplacedError:
             return _Eviction.REPLACED, None
         if refusal is None:
             metrics.EVICTIONS.inc()
@@ -384,7 +384,7 @@ class NodeStepper:
             # The agent only reports on this node from now on: no target of its own to
             # enforce against what mig-manager makes.
             reporting = NodePartitionSpec(node_name=record.node, plan=self.plan)
-            kube.apply_node_partition(self.api, body=NodePartition.for_node(reporting).body())
+            self.api.plans.apply_node_partition(body=NodePartition.for_node(reporting).body())
             return self._hand_to_mig_manager(record)
         staying = mig_manager.pods_on(self.api, node=record.node, settings=self.gpu_operator)
         if staying:
@@ -406,8 +406,8 @@ class NodeStepper:
             evicted_pod_uids=dict(record.evict_uids),
             dra=self.dra_mode is DraMode.STATIC,
         )
-        kube.apply_node_partition(self.api, body=NodePartition.for_node(target).body())
-        written = kube.get_node_partition(self.api, name=record.node) or {}
+        self.api.plans.apply_node_partition(body=NodePartition.for_node(target).body())
+        written = self.api.plans.get_node_partition(name=record.node) or {}
         generation = int(written.get("metadata", {}).get("generation", 0))
         updated = record.model_copy(update={"generation": generation})
         return self._next(
@@ -585,7 +585,7 @@ class NodeStepper:
 
     def _pin(self, record: NodeRollout, layouts: dict[int, str]) -> None:
         """Point the NodePartition at what the node has, so the agent stops changing it."""
-        found = kube.get_node_partition(self.api, name=record.node)
+        found = self.api.plans.get_node_partition(name=record.node)
         if found is None:
             return
         pinned = NodePartitionSpec.model_validate(found["spec"]).model_copy(
@@ -597,7 +597,7 @@ class NodeStepper:
             }
         )
         spec = pinned.model_dump(mode="json", by_alias=True, exclude_none=True)
-        kube.apply_node_partition(self.api, body={**found, "spec": spec})
+        self.api.plans.apply_node_partition(body={**found, "spec": spec})
 
     def _allocatable_mismatch(self, node: str, layouts: dict[int, str]) -> str | None:
         if self.dra_mode is DraMode.STATIC:
@@ -605,7 +605,7 @@ class NodeStepper:
         want: Counter[str] = Counter()
         for layout in layouts.values():
             want.update(resource_name(i.profile) for i in Layout.parse(layout).instances)
-        allocatable = kube.get_node(self.api, name=node).status.allocatable or {}
+        allocatable = self.api.core.get_node(name=node).status.allocatable or {}
         have = Counter({k: int(v) for k, v in allocatable.items() if is_mig_resource(k) and int(v)})
         if have == want:
             return None
@@ -638,18 +638,18 @@ class NodeStepper:
 
     def _release(self, name: str) -> None:
         """Uncordon the node if this plan cordoned it."""
-        kube.uncordon_node(self.api, name=name, annotation=CORDONED_BY, owner=self.plan)
+        self.api.core.uncordon_node(name=name, annotation=CORDONED_BY, owner=self.plan)
 
 
-def release_nodes(api: Any, *, plan: str) -> list[str]:
+def release_nodes(api: Kube, *, plan: str) -> list[str]:
     """Uncordon every GPU node that `plan` cordoned; their names."""
     from migplan.operator.cluster_inventory import MIG_CAPABLE
 
     released = []
-    for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
+    for node in api.core.list_nodes(label_selector=MIG_CAPABLE):
         name = str(node.metadata.name)
-        if (node.metadata.annotations or {}).get(CORDONED_BY) == plan and kube.uncordon_node(
-            api, name=name, annotation=CORDONED_BY, owner=plan
+        if (node.metadata.annotations or {}).get(CORDONED_BY) == plan and api.core.uncordon_node(
+            name=name, annotation=CORDONED_BY, owner=plan
         ):
             released.append(name)
     return released

@@ -22,7 +22,6 @@ from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.dra import steer
-from migplan.operator.kube import client as kube
 from migplan.operator.kueue.checks import activate_checks
 from migplan.planner.rollout import NodeRollout
 from migplan.planner.schedule import parse_timestamp
@@ -81,7 +80,7 @@ class PlanTicker:
         """One round: every plan once, then nodes cordoned by plans that no longer exist;
         the invariants' gauges refreshed from what the round read."""
         api = self.controller.api
-        plans = kube.list_plans(api)
+        plans = api.plans.list_plans()
         names = {str(p["metadata"]["name"]) for p in plans}
         for name in sorted(names):
             if self._stop.is_set():
@@ -114,11 +113,11 @@ class PlanTicker:
         checked on the first round, then the plans that disappeared since the last round."""
         api = self.controller.api
         if self._plans is None:
-            self._steering = kube.taint_rules_served(api)
+            self._steering = api.dra.taint_rules_served()
             owners = (
                 {
                     str(r["metadata"]["labels"][steer.PLAN_LABEL])
-                    for r in kube.list_taint_rules(api, label_selector=steer.PLAN_LABEL)
+                    for r in api.dra.list_taint_rules(label_selector=steer.PLAN_LABEL)
                 }
                 if self._steering
                 else set()
@@ -140,7 +139,7 @@ class PlanTicker:
         if self.cordons is not None and self.cordons.seen:
             return self.cordons.cordoned()
         found = {}
-        for node in kube.list_nodes(self.controller.api, label_selector=MIG_CAPABLE):
+        for node in self.controller.api.core.list_nodes(label_selector=MIG_CAPABLE):
             owner = (node.metadata.annotations or {}).get(CORDONED_BY)
             if owner:
                 found[str(node.metadata.name)] = owner

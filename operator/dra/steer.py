@@ -18,7 +18,8 @@ from typing import Any
 
 from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice, slice_devices
 from migplan.operator.dra.inventory import DraState
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.dra import DRA_GROUP, TAINT_RULES
+from migplan.operator.kube.seam import Kube
 from migplan.planner.layout import Layout
 
 TAINT_KEY = "migplan.io/off-plan"
@@ -60,7 +61,7 @@ def desired_rules(
             continue
         name = rule_name(plan=plan, node=node, device=d.name)
         rules[name] = {
-            "apiVersion": f"{kube.DRA_GROUP}/{kube.TAINT_RULES[0]}",
+            "apiVersion": f"{DRA_GROUP}/{TAINT_RULES[0]}",
             "kind": "DeviceTaintRule",
             "metadata": {
                 "name": name,
@@ -74,24 +75,24 @@ def desired_rules(
     return rules
 
 
-def node_devices(api: Any, *, node: str) -> list[SliceDevice]:
+def node_devices(api: Kube, *, node: str) -> list[SliceDevice]:
     """The devices NVIDIA's driver publishes on `node`."""
     return slice_devices(node_slices(api, node=node))
 
 
-def node_slices(api: Any, *, node: str) -> list[dict[str, Any]]:
+def node_slices(api: Kube, *, node: str) -> list[dict[str, Any]]:
     """The ResourceSlices of `node` (a field selector: a fleet's slices are megabytes)."""
-    return kube.list_dra(api, plural="resourceslices", field_selector=f"spec.nodeName={node}")
+    return api.dra.list_objects(plural="resourceslices", field_selector=f"spec.nodeName={node}")
 
 
 def observed(
-    api: Any, *, node: str, claims: Sequence[Mapping[str, Any]] | None = None
+    api: Kube, *, node: str, claims: Sequence[Mapping[str, Any]] | None = None
 ) -> tuple[dict[int, str], dict[int, dict[str, str]]]:
     """Per GPU minor of a DynamicMIG node: the instances claims hold now, and their pods
     (`claims`: every ResourceClaim, where the caller has read them already)."""
     state = DraState.of(
         slices=node_slices(api, node=node),
-        claims=claims if claims is not None else kube.list_dra(api, plural="resourceclaims"),
+        claims=claims if claims is not None else api.dra.list_objects(plural="resourceclaims"),
         templates=(),
         classes=(),
     )
@@ -108,12 +109,12 @@ def observed(
     return {m: str(Layout.of(found)) for m, found in layouts.items()}, in_use
 
 
-def existing(api: Any, *, plan: str, node: str | None = None) -> dict[str, dict[str, Any]]:
+def existing(api: Kube, *, plan: str, node: str | None = None) -> dict[str, dict[str, Any]]:
     """The plan's DeviceTaintRules (on `node`, if given), by name."""
     selector = f"{PLAN_LABEL}={label_value(plan)}"
     if node is not None:
         selector += f",{NODE_LABEL}={label_value(node)}"
-    return {r["metadata"]["name"]: r for r in kube.list_taint_rules(api, label_selector=selector)}
+    return {r["metadata"]["name"]: r for r in api.dra.list_taint_rules(label_selector=selector)}
 
 
 def _each(call: Callable[[str], None], names: Sequence[str]) -> None:
@@ -127,21 +128,21 @@ def _each(call: Callable[[str], None], names: Sequence[str]) -> None:
 
 
 def sync(
-    api: Any, *, plan: str, node: str, desired: Mapping[str, dict[str, Any]]
+    api: Kube, *, plan: str, node: str, desired: Mapping[str, dict[str, Any]]
 ) -> tuple[int, int]:
     """Make the plan's rules on `node` exactly `desired`: untaint first (slots the plan now
     wants become usable before others close), then taint. (created, deleted)."""
     have = existing(api, plan=plan, node=node)
     stale = sorted(set(have) - set(desired))
-    _each(lambda name: kube.delete_taint_rule(api, name=name), stale)
+    _each(lambda name: api.dra.delete_taint_rule(name=name), stale)
     missing = sorted(set(desired) - set(have))
-    _each(lambda name: kube.create_taint_rule(api, body=dict(desired[name])), missing)
+    _each(lambda name: api.dra.create_taint_rule(body=dict(desired[name])), missing)
     return len(missing), len(stale)
 
 
-def remove(api: Any, *, plan: str) -> int:
+def remove(api: Kube, *, plan: str) -> int:
     """Delete every DeviceTaintRule of `plan` (the plan is gone: the driver's own order
     rules again). How many."""
     names = sorted(existing(api, plan=plan))
-    _each(lambda name: kube.delete_taint_rule(api, name=name), names)
+    _each(lambda name: api.dra.delete_taint_rule(name=name), names)
     return len(names)

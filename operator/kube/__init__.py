@@ -1,1 +1,3 @@
-"""The one small layer through which migplan calls the Kubernetes API."""
+"""The one small layer through which migplan calls the Kubernetes API: `seam.Kube` names
+what callers may ask, one Protocol per API area; `connect.KubeClient` answers with the real
+API server, `migplan.operator.sim.api_server.InMemoryCluster` in memory."""

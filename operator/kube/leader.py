@@ -34,7 +34,7 @@ class Leadership:
 
     def __init__(
         self,
-        api: Any,
+        api: client.ApiClient,
         *,
         namespace: str,
         name: str,

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from migplan.operator.conditions import now_stamp
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import migplan_checks, waiting_check
 from migplan.planner.demand import pod_parts
 from migplan.planner.inventory import PendingWorkload
@@ -95,16 +95,16 @@ Waiting = list[tuple[Mapping[str, Any], str]]
 """(Workload, check) pairs: Workloads waiting on a migplan check, and that check's name."""
 
 
-def waiting_for(api: Any, *, plan: str) -> Waiting:
+def waiting_for(api: Kube, *, plan: str) -> Waiting:
     """(Workload, check) for each Workload waiting on a migplan check that names `plan`:
     read once per tick, for `needs_planning` and `update_checks` both."""
-    managed = migplan_checks(kube.list_kueue(api, plural="admissionchecks"))
+    managed = migplan_checks(api.kueue.list_objects(plural="admissionchecks"))
     checks = {name: named for name, named in managed.items() if named == plan}
     if not checks:
         return []
     return [
         (workload, check)
-        for workload in kube.list_kueue(api, plural="workloads")
+        for workload in api.kueue.list_objects(plural="workloads")
         if (check := waiting_check(workload, checks)) is not None
     ]
 
@@ -125,7 +125,7 @@ def needs_planning(
 
 
 def update_checks(
-    api: Any, waiting: Waiting, *, phase: str | None, records: Mapping[str, Mapping[str, Any]]
+    api: Kube, waiting: Waiting, *, phase: str | None, records: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, str]:
     """Set the state of migplan's checks on the `waiting` Workloads; returns the state set
     per Workload (for logs and tests)."""
@@ -143,7 +143,7 @@ def update_checks(
 
 
 def _set_state(
-    api: Any, workload: Mapping[str, Any], *, check: str, state: str, message: str
+    api: Kube, workload: Mapping[str, Any], *, check: str, state: str, message: str
 ) -> bool:
     """Write the check's state on `workload` where it changes; True when written."""
     states = list((workload.get("status") or {}).get("admissionChecks") or [])
@@ -166,8 +166,7 @@ def _set_state(
     if not changed:
         return False
     meta = workload["metadata"]
-    written = kube.patch_workload_checks(
-        api,
+    written = api.kueue.patch_workload_checks(
         namespace=meta["namespace"],
         name=meta["name"],
         checks=updated,
@@ -184,12 +183,12 @@ def _set_state(
     return written
 
 
-def activate_checks(api: Any, *, plans: Iterable[str]) -> None:
+def activate_checks(api: Kube, *, plans: Iterable[str]) -> None:
     """Mark migplan's AdmissionChecks Active where they name an existing GPUPartitionPlan
     (Kueue keeps a ClusterQueue with an inactive check from admitting anything), inactive
     with the reason otherwise; written only when it changes."""
     existing = set(plans)
-    for check in kube.list_kueue(api, plural="admissionchecks"):
+    for check in api.kueue.list_objects(plural="admissionchecks"):
         name = str(check["metadata"]["name"])
         named = migplan_checks([check]).get(name)
         if named is None:
@@ -217,7 +216,7 @@ def activate_checks(api: Any, *, plans: Iterable[str]) -> None:
             "lastTransitionTime": now_stamp(),
         }
         others = [c for c in conditions if c.get("type") != "Active"]
-        kube.patch_admission_check_status(api, name=name, conditions=[*others, active])
+        api.kueue.patch_admission_check_status(name=name, conditions=[*others, active])
 
 
 def offered_profiles(models: Iterable[Any]) -> set[str]:

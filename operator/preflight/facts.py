@@ -3,32 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.preflight.checks import ClusterFacts, NodeFacts
 from migplan.planner.inventory import Inventory
 
 
 def live_facts(
-    api: Any, *, settings: GpuOperatorSettings, nodes: Iterable[str] | None = None
+    api: Kube, *, settings: GpuOperatorSettings, nodes: Iterable[str] | None = None
 ) -> ClusterFacts:
     """Facts of the MIG-capable nodes (only `nodes`, if given): labels, which GPU Operator
     components have a pod there, the agent's report; and the ClusterPolicy."""
     wanted = set(nodes) if nodes is not None else None
     partitions = {
-        str(p["metadata"]["name"]): p.get("status") or {} for p in kube.list_node_partitions(api)
+        str(p["metadata"]["name"]): p.get("status") or {} for p in api.plans.list_node_partitions()
     }
     placed: dict[str, set[str]] = {}
     for component, selector in settings.components().items():
-        for pod in kube.list_pods(api, namespace=settings.namespace, label_selector=selector):
+        for pod in api.core.list_pods(namespace=settings.namespace, label_selector=selector):
             if pod.spec.node_name:
                 placed.setdefault(str(pod.spec.node_name), set()).add(component)
-    policies = kube.list_cluster_policies(api)
+    policies = api.core.list_cluster_policies()
     found = []
-    for node in kube.list_nodes(api, label_selector=MIG_CAPABLE):
+    for node in api.core.list_nodes(label_selector=MIG_CAPABLE):
         name = str(node.metadata.name)
         if wanted is not None and name not in wanted:
             continue

@@ -10,10 +10,9 @@ emulated GPUs.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
 from migplan.planner.resources import is_mig_resource
 
@@ -22,7 +21,7 @@ class SimulatedComponents:
     """Device-plugin and GFD behaviour, driven by their pods on each node."""
 
     def __init__(
-        self, *, api: Any, plugin: SimulatedDevicePlugin, settings: GpuOperatorSettings
+        self, *, api: Kube, plugin: SimulatedDevicePlugin, settings: GpuOperatorSettings
     ) -> None:
         self._api, self._plugin, self._settings = api, plugin, settings
         self._seen: dict[tuple[str, str], str] = {}
@@ -30,8 +29,8 @@ class SimulatedComponents:
         """(node, component) each time a new pod of it started on the node."""
 
     def _pod(self, node: str, selector: str) -> str | None:
-        pods = kube.list_pods(
-            self._api, namespace=self._settings.namespace, label_selector=selector, node=node
+        pods = self._api.core.list_pods(
+            namespace=self._settings.namespace, label_selector=selector, node=node
         )
         running = [
             p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp
@@ -52,7 +51,7 @@ class SimulatedComponents:
 
     def _label(self, node: str) -> Counter[str]:
         counts = self._plugin.resources(node)
-        labels = kube.get_node(self._api, name=node).metadata.labels or {}
+        labels = self._api.core.get_node(name=node).metadata.labels or {}
         update: dict[str, str | None] = {
             k: None
             for k in labels
@@ -60,5 +59,5 @@ class SimulatedComponents:
         }
         update.update({f"{resource}.count": str(n) for resource, n in counts.items()})
         update[self._settings.strategy_label] = "mixed"
-        kube.patch_node(self._api, name=node, body={"metadata": {"labels": update}})
+        self._api.core.patch_node(name=node, body={"metadata": {"labels": update}})
         return counts

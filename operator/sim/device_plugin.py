@@ -12,9 +12,8 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from typing import Any
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.planner.layout import Instance
 from migplan.planner.resources import is_mig_resource, profile_of, resource_name
@@ -29,7 +28,7 @@ class SimulatedDevicePlugin:
     feature_discovery_seen = False
     """No GPU feature discovery here: its labels are not checked."""
 
-    def __init__(self, *, api: Any, nodes: dict[str, FakeNvml]) -> None:
+    def __init__(self, *, api: Kube, nodes: dict[str, FakeNvml]) -> None:
         self._api = api
         self._nodes = nodes
         self._lock = threading.Lock()
@@ -48,11 +47,11 @@ class SimulatedDevicePlugin:
     def publish(self, node: str) -> Counter[str]:
         """Advertise the node's MIG resources (a device-plugin restart); returns them."""
         counts = self.resources(node)
-        current = kube.get_node(self._api, name=node).status.capacity or {}
+        current = self._api.core.get_node(name=node).status.capacity or {}
         resources: dict[str, str | None] = {k: None for k in current if is_mig_resource(k)}
         resources.update({k: str(v) for k, v in counts.items()})
-        kube.patch_node_status(
-            self._api, name=node, status={"capacity": resources, "allocatable": resources}
+        self._api.core.patch_node_status(
+            name=node, status={"capacity": resources, "allocatable": resources}
         )
         return counts
 
@@ -67,7 +66,7 @@ class SimulatedDevicePlugin:
 
     def sync(self, node: str) -> None:
         """Bind newly placed pods to free instances and release those of ended pods."""
-        pods = kube.pods_on_node(self._api, node=node)
+        pods = self._api.core.pods_on_node(node=node)
         live = {}
         for pod in pods:
             if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from migplan.operator.dra.devices import DeviceKind, slice_devices
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
@@ -31,7 +31,7 @@ class SimulatedDraPlugin:
 
     feature_discovery_seen = False
 
-    def __init__(self, *, api: Any, nodes: dict[str, FakeNvml], catalog: Catalog) -> None:
+    def __init__(self, *, api: Kube, nodes: dict[str, FakeNvml], catalog: Catalog) -> None:
         self._api, self._nodes, self._catalog = api, nodes, catalog
         self._generation = dict.fromkeys(nodes, 0)
         self._lock = threading.Lock()
@@ -67,7 +67,7 @@ class SimulatedDraPlugin:
         for body in resource_slices(
             node, self.gpus(node), mode="static", generation=self._generation[node]
         ):
-            kube.apply_resource_slice(self._api, body=body)
+            self._api.dra.apply_resource_slice(body=body)
         self.publications.append(node)
 
     def restart(self, node: str) -> None:
@@ -85,14 +85,14 @@ class SimulatedDraPlugin:
             if time.monotonic() - self._claims_read[0] > CLAIMS_TTL:
                 self._claims_read = (
                     time.monotonic(),
-                    kube.list_dra(self._api, plural="resourceclaims"),
+                    self._api.dra.list_objects(plural="resourceclaims"),
                 )
             return self._claims_read[1]
 
     def sync(self, node: str) -> None:
         """Follow the claims allocated on `node`: bind new holders, release ended ones."""
-        slices = kube.list_dra(
-            self._api, plural="resourceslices", field_selector=f"spec.nodeName={node}"
+        slices = self._api.dra.list_objects(
+            plural="resourceslices", field_selector=f"spec.nodeName={node}"
         )
         devices = {d.key: d for d in slice_devices(slices) if d.kind is DeviceKind.MIG}
         held: dict[Binding, str] = {}

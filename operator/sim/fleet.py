@@ -18,6 +18,7 @@ import structlog
 
 from migplan.operator.agent.node import Bindings, NodeAgent
 from migplan.operator.agent.reconcile import reconcile_gpu
+from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
@@ -65,7 +66,7 @@ class SimulatedFleet:
     def __init__(
         self,
         *,
-        api: Any,
+        api: Kube,
         nodes: dict[str, FakeNvml],
         catalog: Catalog,
         interval: float = 0.5,

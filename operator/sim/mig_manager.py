@@ -30,7 +30,7 @@ from migplan.operator.gpu_operator import (
     MIG_CONFIG_STATE_LABEL,
     MIG_MANAGER_DEPLOY_LABEL,
 )
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
@@ -50,7 +50,7 @@ class ConfigFile:
     def __init__(
         self,
         *,
-        api: Any,
+        api: Kube,
         config_map: tuple[str, str],
         lag: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
@@ -66,7 +66,7 @@ class ConfigFile:
             return
         self._read = self._clock()
         namespace, name = self._config_map
-        data = kube.get_config_map_data(self._api, namespace=namespace, name=name)
+        data = self._api.core.get_config_map_data(namespace=namespace, name=name)
         configs = (yaml.safe_load(data.get(CONFIG_KEY) or "") or {}).get("mig-configs") or {}
         if not self._seen or self._seen[-1][1] != configs:
             self._seen.append((self._clock(), configs))
@@ -84,7 +84,7 @@ class SimulatedMigManager:
     def __init__(
         self,
         *,
-        api: Any,
+        api: Kube,
         nodes: dict[str, FakeNvml],
         plugin: SimulatedDevicePlugin,
         catalog: Catalog,
@@ -107,8 +107,8 @@ class SimulatedMigManager:
         """(node, config, success|failed) of every run."""
 
     def _label(self, node: str, state: str) -> None:
-        kube.patch_node(
-            self._api, name=node, body={"metadata": {"labels": {MIG_CONFIG_STATE_LABEL: state}}}
+        self._api.core.patch_node(
+            name=node, body={"metadata": {"labels": {MIG_CONFIG_STATE_LABEL: state}}}
         )
 
     def restart(self, node: str) -> None:
@@ -118,7 +118,7 @@ class SimulatedMigManager:
     def sync(self, node: str) -> None:
         """Act on the node's labels once (called for every node by the fleet's sweep)."""
         self.file.refresh()  # kubelet watches the ConfigMap all the time
-        labels = kube.get_node(self._api, name=node).metadata.labels or {}
+        labels = self._api.core.get_node(name=node).metadata.labels or {}
         if labels.get(MIG_MANAGER_DEPLOY_LABEL, "true") != "true":
             self._applied.pop(node, None)  # its pod is gone; a new one starts afresh
             return

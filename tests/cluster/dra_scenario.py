@@ -27,7 +27,7 @@ from operator_proc import running_operator
 from pools import apply
 from waiting import wait_for
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
 from migplan.planner.catalog import default_catalog
@@ -100,7 +100,7 @@ def _turned_away(pod) -> bool:
 
 def _devices(api, namespace: str) -> dict[str, str]:
     """Pod -> the device its claim holds."""
-    claims = kube.list_dra(api, plural="resourceclaims")
+    claims = api.dra.list_objects(plural="resourceclaims")
     found = {}
     for c in claims:
         if c["metadata"].get("namespace") != namespace:
@@ -139,7 +139,7 @@ def _nodes(cp, name: str, count: int, mode: str) -> SimulatedFleet | None:
         apply(cp, *slices)
         return None
     return SimulatedFleet(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        api=connect(kubeconfig=str(cp.kubeconfig)),
         nodes={n: emulated_node(["H100-80GB"], ["-"], catalog=catalog) for n in names},
         catalog=catalog,
         interval=1.0,
@@ -160,7 +160,7 @@ def run_dra(cp, *, nodes: int, mode: str, kubeconfig=None) -> DraRun:
     """Run the scenario in `mode` (steer or static) on `nodes` nodes."""
     name = f"dra-{mode}"
     run = DraRun(mode=mode, nodes=nodes)
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     fleet = _nodes(cp, name, nodes, mode)
     timeout = 120 + nodes * 3
     try:

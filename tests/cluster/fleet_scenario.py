@@ -23,7 +23,7 @@ from nodes import gpu_node, mig_pod, reported
 from operator_proc import free_port, running_operator
 from waiting import wait_for
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
 from migplan.planner.catalog import default_catalog
 from migplan.planner.schedule import parse_timestamp, timestamp
@@ -120,7 +120,7 @@ def _start_fleet(cp, names: list[str]) -> SimulatedFleet:
         + [gpu_node(n, product="NVIDIA-H100-80GB-HBM3", gpus=2, pool="fleet") for n in names],
     )
     return SimulatedFleet(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        api=connect(kubeconfig=str(cp.kubeconfig)),
         nodes={
             n: emulated_node(["H100-80GB"] * 2, ["3g.40gb@0+3g.40gb@4"] * 2, catalog=catalog)
             for n in names

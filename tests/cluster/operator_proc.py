@@ -16,6 +16,7 @@ from pathlib import Path
 
 MIGPLAN = str(Path(sys.executable).parent / "migplan")
 ROOT = Path(__file__).resolve().parents[2]
+CRASHING = str(Path(__file__).with_name("crashing_operator.py"))
 
 
 def install_crds(cp):
@@ -67,12 +68,15 @@ def start_operator(
     agent_timeout: float = 60,
     kubeconfig: Path | None = None,
     extra_args: tuple[str, ...] = (),
+    crash_at: str | None = None,
 ):
     """Start the operator (standalone, fast ticks) as `kubeconfig` says (the admin by
-    default); its output is collected as it comes (`communicate()` returns it)."""
+    default); its output is collected as it comes (`communicate()` returns it). With
+    `crash_at` (`before:<Step>`, `after:<Step>`) it exits 17 at that step boundary."""
+    command = [MIGPLAN] if crash_at is None else [sys.executable, CRASHING, crash_at]
     return OperatorProcess(
         [
-            MIGPLAN,
+            *command,
             "operator",
             "--standalone",
             "--kubeconfig",

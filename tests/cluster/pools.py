@@ -11,7 +11,7 @@ from nodes import gpu_node, mig_deployment, mig_pod, reported
 from waiting import wait_for
 
 from migplan.operator.controller.partitions import PartitionBootstrap
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
 from migplan.planner.catalog import default_catalog
 
@@ -78,7 +78,7 @@ def build_pool(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool}},
         *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=pool, labels=labels) for n in layouts),
     )
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     nodes = {
         n: emulated_node(["H100-80GB"], [layout], catalog=catalog) for n, layout in layouts.items()
     }
@@ -86,8 +86,8 @@ def build_pool(
     # reports in (so no test races the agents' first report).
     bootstrap = PartitionBootstrap(api)
     for name in layouts:
-        bootstrap.ensure(node=name, uid=kube.get_node(api, name=name).metadata.uid)
-    fleet_api = kube.connect(kubeconfig=str(kubeconfig)) if kubeconfig else api
+        bootstrap.ensure(node=name, uid=api.core.get_node(name=name).metadata.uid)
+    fleet_api = connect(kubeconfig=str(kubeconfig)) if kubeconfig else api
     fleet = SimulatedFleet(
         api=fleet_api, nodes=nodes, catalog=catalog, interval=0.3, dra=dra
     ).start()

@@ -37,7 +37,7 @@ from operator_proc import free_port, running_operator
 from pools import apply
 from waiting import wait_for
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
 from migplan.planner.catalog import default_catalog
 
@@ -243,7 +243,7 @@ def run_soak(
     rng = random.Random(seed)
     layouts = {n: rng.choice(LAYOUTS) for n in names}
     fleet = _start_fleet(cp, layouts)
-    watcher = _Watcher(kube.connect(kubeconfig=str(cp.kubeconfig)))
+    watcher = _Watcher(connect(kubeconfig=str(cp.kubeconfig)))
     try:
         # Long-running work on a third of the nodes: instances a plan must keep or evict.
         base = [
@@ -294,7 +294,7 @@ def _start_fleet(cp, layouts: dict[str, str]) -> SimulatedFleet:
     apply(cp, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAME}})
     apply(cp, *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=NAME) for n in layouts))
     return SimulatedFleet(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        api=connect(kubeconfig=str(cp.kubeconfig)),
         nodes={
             n: emulated_node(["H100-80GB"], [layout], catalog=catalog)
             for n, layout in layouts.items()

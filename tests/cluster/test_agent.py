@@ -21,7 +21,7 @@ from waiting import wait_for
 
 from migplan.operator.agent.node import NodeAgent
 from migplan.operator.cli.app import run
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.cluster
 
 def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     nodes = {f"sim-h100-{i}": FakeNvml(["H100-80GB"], mig=True) for i in range(2)}
     for name in nodes:
         cp.kubectl(
@@ -52,7 +52,7 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
         allocatable_timeout=30,
     )
 
-    kube.apply_node_partition(api, body=partition("sim-h100-0", "3g.40gb@0+3g.40gb@4"))
+    api.plans.apply_node_partition(body=partition("sim-h100-0", "3g.40gb@0+3g.40gb@4"))
     status = agent.run_once()
     assert status is not None
     assert status.phase == "Applied"
@@ -60,7 +60,7 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     profiles = next(c for c in status.conditions if c.type == "ProfilesMatch")
     assert profiles.status == "True"
     assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
-    node = kube.get_node(api, name="sim-h100-0")
+    node = api.core.get_node(name="sim-h100-0")
     assert node.status.allocatable["nvidia.com/mig-3g.40gb"] == "2"
     table = cp.kubectl("get", "np", "sim-h100-0").stdout.splitlines()[1].split()
     assert table[:5] == ["sim-h100-0", "sim-h100-0", "1", "Applied", "1"]
@@ -82,7 +82,7 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     assert list(status.gpus[0].in_use.values()) == ["default/serve-0"]
 
     # A target that would destroy the pod's instance is refused until the pod is evicted.
-    kube.apply_node_partition(api, body=partition("sim-h100-0", "7g.80gb@0"))
+    api.plans.apply_node_partition(body=partition("sim-h100-0", "7g.80gb@0"))
     blocked = agent.run_once()
     assert blocked.phase == "Blocked"
     ready = next(c for c in blocked.conditions if c.type == "Ready")
@@ -92,8 +92,8 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
 
     # The operator evicts the pod and says so in the spec; once it is gone the change goes on.
     cp.kubectl("delete", "pod", "serve-0", "--wait=true", "--timeout=60s")
-    kube.apply_node_partition(
-        api, body=partition("sim-h100-0", "7g.80gb@0", evicted=["default/serve-0"])
+    api.plans.apply_node_partition(
+        body=partition("sim-h100-0", "7g.80gb@0", evicted=["default/serve-0"])
     )
     plugin.sync("sim-h100-0")
     applied = agent.run_once()
@@ -119,7 +119,7 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
 
 def test_one_process_simulates_fifty_gpu_nodes(crds) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     layouts = ["1g.10gb@0+1g.10gb@1+2g.20gb@2+3g.40gb@4", "7g.80gb@0"]
     nodes = {}
     for i in range(50):
@@ -162,9 +162,9 @@ def np_status(cp, name: str) -> dict:
 
 def test_agent_command_once(crds, capsys) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(gpu_node("cli-a30", product="NVIDIA-A30")))
-    kube.apply_node_partition(api, body=partition("cli-a30", "2g.12gb@0+1g.6gb@2+1g.6gb@3"))
+    api.plans.apply_node_partition(body=partition("cli-a30", "2g.12gb@0+1g.6gb@2+1g.6gb@3"))
     code = run(
         [
             "agent",
@@ -179,18 +179,18 @@ def test_agent_command_once(crds, capsys) -> None:
     )
     assert code == 0
     assert "cli-a30: Applied" in capsys.readouterr().out
-    allocatable = kube.get_node(api, name="cli-a30").status.allocatable
+    allocatable = api.core.get_node(name="cli-a30").status.allocatable
     assert allocatable["nvidia.com/mig-1g.6gb"] == "2"
     assert np_status(cp, "cli-a30")["gpus"][0]["layout"] == "2g.12gb@0+1g.6gb@2+1g.6gb@3"
 
 
 def test_agent_process_follows_changes_and_stops_cleanly(crds, tmp_path) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     cp.kubectl(
         "apply", "-f", "-", stdin=json.dumps(gpu_node("loop-h100", product="NVIDIA-H100-80GB-HBM3"))
     )
-    kube.apply_node_partition(api, body=partition("loop-h100", "7g.80gb@0"))
+    api.plans.apply_node_partition(body=partition("loop-h100", "7g.80gb@0"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -219,7 +219,7 @@ def test_agent_process_follows_changes_and_stops_cleanly(crds, tmp_path) -> None
         wait_for(lambda: np_status(cp, "loop-h100").get("phase") == "Applied", "first pass")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
             assert reply.status == 200
-        kube.apply_node_partition(api, body=partition("loop-h100", "4g.40gb@0+3g.40gb@4"))
+        api.plans.apply_node_partition(body=partition("loop-h100", "4g.40gb@0+3g.40gb@4"))
         wait_for(
             lambda: np_status(cp, "loop-h100").get("appliedGeneration") == 2,
             "the agent to apply the changed spec",
@@ -235,7 +235,7 @@ def test_agent_process_follows_changes_and_stops_cleanly(crds, tmp_path) -> None
 
 def test_agent_reports_profiles_that_differ_from_the_hardware(crds) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     real = default_catalog().model("H200-141GB")
     # A "hardware" H200 whose 3g.71gb only starts at 4 (our starts are inferred from H100).
     hardware = real.model_copy(
@@ -250,7 +250,7 @@ def test_agent_reports_profiles_that_differ_from_the_hardware(crds) -> None:
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(gpu_node("h200-odd", product="NVIDIA-H200")))
     plugin = SimulatedDevicePlugin(api=api, nodes={"h200-odd": fake})
     plugin.publish("h200-odd")
-    kube.apply_node_partition(api, body=partition("h200-odd", "7g.141gb@0"))
+    api.plans.apply_node_partition(body=partition("h200-odd", "7g.141gb@0"))
     agent = NodeAgent(
         api=api,
         node="h200-odd",

@@ -11,7 +11,7 @@ import pytest
 from nodes import GPU_OPERATOR_NAMESPACE, component_pod, gpu_node, report_partition
 
 from migplan.operator.controller.reconciler import PlanController
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.planner.catalog import default_catalog
 from migplan.planner.spec import Actuator
 
@@ -64,7 +64,7 @@ def test_plans_without_an_actuator_follow_the_operators_default(
     name = f"da-{default.value}-{named or 'unset'}"
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan(name, named)))
     controller = PlanController(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        api=connect(kubeconfig=str(cp.kubeconfig)),
         catalog=default_catalog(),
         events=lambda *_: None,
         default_actuator=default,

@@ -16,7 +16,7 @@ from waiting import wait_for
 
 from migplan.operator.cli.app import run
 from migplan.operator.cluster_inventory import read_inventory
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.sim.dra_slices import Format, PublishedGpu, resource_slices
 from migplan.planner.catalog import default_catalog
 from migplan.planner.layout import Layout
@@ -111,7 +111,7 @@ def test_the_scheduler_allocates_nvidia_shaped_devices_and_migplan_sees_the_hold
         wait_for(lambda n=name: pod_phase(cp, n, namespace=NS) == "Running", f"{name} to run")
     wait_for(lambda: unschedulable(cp, "waiting", namespace=NS), "the 2g claim to find nothing")
 
-    snapshot = read_inventory(kube.connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
+    snapshot = read_inventory(connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
     nodes = {n.name: n for n in snapshot.inventory.nodes}
     assert nodes["dra-static"].gpus[0].in_use == {"3g.40gb@4": f"{NS}/static-user"}
     assert nodes["dra-legacy"].gpus[0].in_use == {"4g.40gb@0": f"{NS}/legacy-user"}
@@ -204,7 +204,7 @@ def test_selectors_read_as_the_scheduler_reads_them(dra_nodes) -> None:
     wait_for(lambda: pod_phase(cp, "optional-1g", namespace=NS) == "Running", "optional-1g")
     for name in ("optional-2g", "costly-7g"):
         wait_for(lambda n=name: unschedulable(cp, n, namespace=NS), f"{name} to wait")
-    snapshot = read_inventory(kube.connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
+    snapshot = read_inventory(connect(kubeconfig=str(cp.kubeconfig)), catalog=CATALOG)
     pending = {p.name: p for p in snapshot.inventory.pending_pods if p.namespace == NS}
     assert [c.profiles for c in pending["optional-2g"].claims] == [("2g.20gb",)]
     assert [c.profiles for c in pending["costly-7g"].claims] == [("7g.80gb",)]

@@ -12,7 +12,8 @@ from pools import apply
 from waiting import wait_for
 
 from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
+from migplan.operator.kube.core import Core, PodReplacedError
 from migplan.planner.nodepartition import GpuTarget
 from migplan.planner.rollout import NodeRollout, NodeStep
 
@@ -83,7 +84,7 @@ def evid(crds):
 
 def stepper(cp, events: list) -> NodeStepper:
     return NodeStepper(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        api=connect(kubeconfig=str(cp.kubeconfig)),
         plan=PLAN,
         plan_generation=1,
         drain_timeout=30.0,
@@ -142,13 +143,11 @@ def test_a_pod_made_again_under_the_planned_name_is_not_evicted(evid) -> None:
 def test_the_eviction_api_checks_the_uid_precondition(evid) -> None:
     cp = evid
     uid = place_trainer(cp, f"{NS}-a")
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
-    with pytest.raises(kube.PodReplacedError):
-        kube.evict_pod(
-            api, namespace=NS, name="trainer", uid="11111111-1111-1111-1111-111111111111"
-        )
+    api = connect(kubeconfig=str(cp.kubeconfig))
+    with pytest.raises(PodReplacedError):
+        api.core.evict_pod(namespace=NS, name="trainer", uid="11111111-1111-1111-1111-111111111111")
     assert pod_doc(cp)["metadata"].get("deletionTimestamp") is None
-    assert kube.evict_pod(api, namespace=NS, name="trainer", uid=uid) is None
+    assert api.core.evict_pod(namespace=NS, name="trainer", uid=uid) is None
     wait_for(
         lambda: (d := pod_doc(cp)) is None or d["metadata"].get("deletionTimestamp"),
         "the trainer to be evicted",
@@ -178,26 +177,26 @@ def test_an_admins_cordon_landing_between_read_and_write_stays_the_admins(
 ) -> None:
     cp = evid
     node = f"{NS}-b"
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
-    read = kube.get_node
+    api = connect(kubeconfig=str(cp.kubeconfig))
+    read = Core.get_node
     reads = []
 
-    def read_then_admin_cordons(api, *, name):
-        found = read(api, name=name)
+    def read_then_admin_cordons(core, *, name):
+        found = read(core, name=name)
         if not reads:
             cp.kubectl("cordon", name)  # lands after migplan read the node, before it writes
         reads.append(found.metadata.resource_version)
         return found
 
-    monkeypatch.setattr(kube, "get_node", read_then_admin_cordons)
+    monkeypatch.setattr(Core, "get_node", read_then_admin_cordons)
     try:
-        assert not kube.cordon_node(api, name=node, annotation=CORDONED_BY, owner=PLAN)
+        assert not api.core.cordon_node(name=node, annotation=CORDONED_BY, owner=PLAN)
         assert len(reads) == 2  # the stale write was refused (409) and the node read again
         found = json.loads(cp.kubectl("get", "node", node, "-o", "json").stdout)
         assert found["spec"]["unschedulable"]
         assert CORDONED_BY not in (found["metadata"].get("annotations") or {})
         # So migplan never uncordons what the admin cordoned.
-        assert not kube.uncordon_node(api, name=node, annotation=CORDONED_BY, owner=PLAN)
+        assert not api.core.uncordon_node(name=node, annotation=CORDONED_BY, owner=PLAN)
         assert unschedulable(cp, node)
     finally:
         cp.kubectl("uncordon", node, check=False)

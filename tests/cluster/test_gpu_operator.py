@@ -40,7 +40,7 @@ from migplan.operator.gpu_operator import (
     MIG_MANAGER_DEPLOY_LABEL,
     GpuOperatorSettings,
 )
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.nvml.errors import LIBRARY_NOT_FOUND
 from migplan.operator.sim.components import SimulatedComponents
@@ -110,7 +110,7 @@ def pods_on(cp, app: str, node: str) -> list[dict]:
 def test_a_mig_manager_restart_leaves_the_agents_layout(crds, operator_kubeconfig) -> None:
     cp = crds
     gpu_operator_namespace(cp)
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     catalog = default_catalog()
     fleet = build_pool(cp, "co", {"co-a": "-"}, labels=GPU_OPERATOR_LABELS)
     # A node no plan covers, with what mig-manager made at boot: shows what a restart does.
@@ -238,7 +238,7 @@ def running_pods(cp, node: str) -> dict[str, str]:
 
 def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, tmp_path) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     gpu_operator_namespace(cp)
     deploy = dict.fromkeys(COMPONENTS.values(), "true")
     nodes = {n: FakeNvml(["H100-80GB"], mig=True) for n in ("rc-a", "rc-b")}
@@ -274,7 +274,7 @@ def test_after_a_change_the_agent_restarts_this_nodes_components_in_order(crds, 
         for node in nodes:
             wait_for(lambda n=node: len(running_pods(cp, n)) == 3, f"components on {node}")
         before_a, before_b = running_pods(cp, "rc-a"), running_pods(cp, "rc-b")
-        kube.apply_node_partition(api, body=partition("rc-a", "3g.40gb@0+3g.40gb@4"))
+        api.plans.apply_node_partition(body=partition("rc-a", "3g.40gb@0+3g.40gb@4"))
         with PodDeletions(api) as deletions:
             # A failing CDI command fails the pass and restarts nothing ...
             status = agent.run_once()
@@ -387,12 +387,12 @@ def test_preflight_refuses_a_single_strategy_node_and_says_why(
 
 def test_an_agent_without_nvml_says_so_and_doctor_names_the_fix(crds) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     apply(cp, gpu_node("nv-a", product="NVIDIA-H100-80GB-HBM3", pool="nv"))
     fake = FakeNvml(["H100-80GB"], mig=True)
     fake.fail("nvmlInitWithFlags", code=LIBRARY_NOT_FOUND)  # as the CUDA stub library does
     plugin = SimulatedDevicePlugin(api=api, nodes={"nv-a": fake})
-    kube.apply_node_partition(api, body=partition("nv-a", "-"))
+    api.plans.apply_node_partition(body=partition("nv-a", "-"))
     agent = NodeAgent(
         api=api,
         node="nv-a",

@@ -9,7 +9,7 @@ import yaml
 from nodes import gpu_node
 
 from migplan.operator.controller.mig_manager import CONFIG_LABEL, hand_over
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 
 CONFIG_MAP = ("gpu-operator", "migplan-names-test")
 CLOUD = "ip-172-31-100-200.ap-southeast-2.compute.internal"
@@ -33,7 +33,7 @@ def test_hand_over_keeps_other_nodes_entries_and_fits_long_node_names(crds) -> N
     cp.kubectl(
         "apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": items})
     )
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     names = {}
     for node, layout in (("mmn-gpu-2", "1g.10gb@0"), ("mmn-gpu", "7g.80gb@0"), (CLOUD, "-")):
         names[node] = hand_over(

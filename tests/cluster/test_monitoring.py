@@ -19,7 +19,7 @@ from nodes import gpu_node
 from operator_proc import free_port, running_operator
 from waiting import wait_for
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,11 +92,11 @@ def partition(name: str, layout: str) -> dict:
 
 def test_dashboard_queries_name_metrics_the_live_processes_export(crds) -> None:
     cp = crds
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     cp.kubectl(
         "apply", "-f", "-", stdin=json.dumps(gpu_node("mon-h100", product="NVIDIA-H100-80GB-HBM3"))
     )
-    kube.apply_node_partition(api, body=partition("mon-h100", "3g.40gb@0+3g.40gb@4"))
+    api.plans.apply_node_partition(body=partition("mon-h100", "3g.40gb@0+3g.40gb@4"))
     agent_port, operator_port = free_port(), free_port()
     agent = subprocess.Popen(
         [

@@ -23,7 +23,7 @@ from test_rollout import (
 )
 from waiting import wait_for
 
-from migplan.operator.controller.rollout import CORDONED_BY, CRASH_AT
+from migplan.operator.controller.rollout import CORDONED_BY
 
 pytestmark = pytest.mark.cluster
 STEPS = ["Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning"]
@@ -39,7 +39,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, operator_kubeconfig,
         before = start_running(cp, pool, "frag", "small")
         wanted = add_pending(cp, pool, 3)
 
-        crashing = start_operator(cp, kubeconfig=operator_kubeconfig, env={CRASH_AT: point})
+        crashing = start_operator(cp, kubeconfig=operator_kubeconfig, crash_at=point)
         apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
         first, _ = crashing.communicate(timeout=90)
         assert crashing.returncode == 17, first[-3000:]

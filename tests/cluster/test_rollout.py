@@ -30,7 +30,7 @@ from pools import (
 from waiting import wait_for
 
 from migplan.operator.controller.rollout import CORDONED_BY
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet
 from migplan.operator.sim.mig_manager import SimulatedMigManager
 from migplan.planner.catalog import default_catalog
@@ -250,7 +250,7 @@ def mig_managed(cp, fleet, **options) -> SimulatedMigManager:
     mig_managers = (component_pod(n, "nvidia-mig-manager") for n in fleet.nodes)
     apply(cp, GPU_OPERATOR_NAMESPACE, *mig_managers)
     mig_manager = SimulatedMigManager(
-        api=kube.connect(kubeconfig=str(cp.kubeconfig)),
+        api=connect(kubeconfig=str(cp.kubeconfig)),
         nodes=fleet.nodes,
         plugin=fleet.plugin,
         catalog=default_catalog(),

@@ -11,7 +11,7 @@ from nodes import gpu_node, mig_pod, report_partition
 from waiting import wait_for
 
 from migplan.operator.controller.reconciler import TICK_FAILED, PlanController
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.connect import connect
 from migplan.planner.catalog import default_catalog
 
 PLAN = {
@@ -35,7 +35,7 @@ def _tick_failed(cp) -> dict | None:
 def test_a_failing_tick_sets_a_condition_and_one_event_then_clears(crds) -> None:
     cp = crds
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(PLAN))
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     events: list[tuple[str, str, str]] = []
 
     def record(body, kind, reason, message) -> None:
@@ -92,7 +92,7 @@ def test_one_tenants_pod_out_of_bounds_is_skipped_not_every_plan(crds) -> None:
         "-",
         stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": [node, hostile, plan]}),
     )
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     events: list[tuple[str, str, str]] = []
     controller = PlanController(
         api=api,
@@ -150,7 +150,7 @@ def test_one_agents_invalid_report_leaves_its_node_out_not_the_plan(crds) -> Non
     report_partition(cp, f"{pool}-a", layout="4g.40gb@4")
     report_partition(cp, f"{pool}-b", layout="-")
     cp.kubectl("apply", "-f", "-", stdin=json.dumps(plan))
-    api = kube.connect(kubeconfig=str(cp.kubeconfig))
+    api = connect(kubeconfig=str(cp.kubeconfig))
     controller = PlanController(
         api=api, catalog=default_catalog(), events=lambda body, kind, reason, message: None
     )

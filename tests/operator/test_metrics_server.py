@@ -3,12 +3,13 @@ server (the reviews themselves are tested against the real API server in tests/c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from http import HTTPStatus
 
 import pytest
 
 from migplan.operator import metrics_server
-from migplan.operator.kube import client as kube
+from migplan.operator.kube.auth import Identity
 
 
 class Clock:
@@ -19,38 +20,49 @@ class Clock:
         return self.now
 
 
+class Reviews:
+    """The auth area of the kube seam: records the tokens sent to TokenReview; 'good'
+    belongs to a scraper RBAC admits."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def review_token(self, *, token: str) -> Identity | None:
+        self.seen.append(token)
+        return Identity("prometheus", "u", (), {}) if token == "good" else None
+
+    def may_access_path(self, *, who: Identity, verb: str, path: str) -> bool:
+        return True
+
+
+@dataclass
+class Api:
+    auth: Reviews
+
+
 @pytest.fixture
-def reviews(monkeypatch) -> list[str]:
-    """Tokens sent to TokenReview; 'good' belongs to a scraper RBAC admits."""
-    seen: list[str] = []
-
-    def review(api, *, token: str):
-        seen.append(token)
-        return kube.Identity("prometheus", "u", (), {}) if token == "good" else None
-
-    monkeypatch.setattr(kube, "review_token", review)
-    monkeypatch.setattr(kube, "may_access_path", lambda api, **_: True)
-    return seen
+def api() -> Api:
+    return Api(Reviews())
 
 
-def test_a_known_token_is_reviewed_once_a_minute(reviews) -> None:
+def test_a_known_token_is_reviewed_once_a_minute(api) -> None:
     clock = Clock()
-    authorize = metrics_server.KubernetesAuthorizer(api=None, clock=clock)
+    authorize = metrics_server.KubernetesAuthorizer(api=api, clock=clock)
     assert [authorize("Bearer good") for _ in range(5)] == [HTTPStatus.OK] * 5
     clock.now += 61
     assert authorize("Bearer good") is HTTPStatus.OK
-    assert reviews == ["good", "good"]
+    assert api.auth.seen == ["good", "good"]
 
 
-def test_junk_tokens_are_rate_limited_and_the_cache_stays_bounded(reviews) -> None:
+def test_junk_tokens_are_rate_limited_and_the_cache_stays_bounded(api) -> None:
     clock = Clock()
     authorize = metrics_server.KubernetesAuthorizer(
-        api=None, clock=clock, max_decisions=50, reviews_per_second=10
+        api=api, clock=clock, max_decisions=50, reviews_per_second=10
     )
     answers = [authorize(f"Bearer junk-{n}") for n in range(25)]
     assert answers.count(HTTPStatus.UNAUTHORIZED) == 10
     assert answers.count(HTTPStatus.TOO_MANY_REQUESTS) == 15
-    assert len(reviews) == 10  # one TokenReview per junk token, ten a second at most
+    assert len(api.auth.seen) == 10  # one TokenReview per junk token, ten a second at most
     for second in range(20):
         clock.now += 1
         for n in range(10):

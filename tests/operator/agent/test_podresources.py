@@ -9,11 +9,11 @@ from pathlib import Path
 
 import grpc
 
-from migplan.operator.agent import podresources
 from migplan.operator.agent.podresources import LIST_METHOD, PodResourcesBindings
 from migplan.operator.agent.podresources_v1 import KUBELET_MODULE_VERSION, api_pb2
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
 from migplan.planner.layout import Instance
 
@@ -87,9 +87,7 @@ def test_bindings_map_mig_device_ids_to_instances(tmp_path, catalog) -> None:
     assert found == {(0, Instance(0, "3g.40gb")): "ml/train-0"}
 
 
-def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
-    tmp_path, catalog, monkeypatch
-) -> None:
+def test_dra_claims_are_mapped_through_the_nodes_resource_slice(tmp_path, catalog) -> None:
     fake = FakeNvml(["H100-80GB"], mig=True)
     with NvmlAdapter(fake.pynvml) as nvml:
         nvml.create_instance(0, profile_id=9, start=4, size=4)
@@ -101,8 +99,10 @@ def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
         model=catalog.model("H100-80GB"),
         instances=[(Instance(4, "3g.40gb"), "MIG-a"), (Instance(0, "1g.10gb"), "MIG-b")],
     )
-    slices = resource_slices("node-1", [gpu], mode="static")
-    monkeypatch.setattr(podresources.kube, "list_dra", lambda api, plural, **_: slices)
+    cluster = InMemoryCluster()
+    cluster.dra.serving = True
+    for published in resource_slices("node-1", [gpu], mode="static"):
+        cluster.dra.apply_resource_slice(body=published)
     response = api_pb2.ListPodResourcesResponse()
     container = response.pod_resources.add(name="infer", namespace="ml").containers.add(name="c")
     claim = container.dynamic_resources.add(claim_name="infer-gpu", claim_namespace="ml")
@@ -113,7 +113,7 @@ def test_dra_claims_are_mapped_through_the_nodes_resource_slice(
     server, socket = serve(tmp_path, response)
     try:
         found = PodResourcesBindings(
-            nvml=fake.pynvml, catalog=catalog, socket=socket, api=object()
+            nvml=fake.pynvml, catalog=catalog, socket=socket, api=cluster
         ).bindings("node-1")
     finally:
         server.stop(None)

@@ -8,7 +8,7 @@ import json
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from migplan.operator.kube import client as kube
+from migplan.operator.kube import connect, retry
 
 
 def failing(*statuses: int, reason: str = "Conflict"):
@@ -28,30 +28,30 @@ def failing(*statuses: int, reason: str = "Conflict"):
 
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch):
-    monkeypatch.setattr(kube.time, "sleep", lambda _: None)
+    monkeypatch.setattr(retry.time, "sleep", lambda _: None)
 
 
 def test_conflicts_and_server_errors_are_retried() -> None:
     call, calls = failing(409, 503, 500)
-    assert kube.retrying(call)() == "ok"
+    assert retry.retrying(call)() == "ok"
     assert len(calls) == 4
 
 
 def test_already_exists_and_client_errors_are_not_retried() -> None:
     call, calls = failing(409, reason="AlreadyExists")
     with pytest.raises(ApiException):
-        kube.retrying(call)()
+        retry.retrying(call)()
     assert len(calls) == 1
     call, calls = failing(422, reason="Invalid")
     with pytest.raises(ApiException):
-        kube.retrying(call)()
+        retry.retrying(call)()
     assert len(calls) == 1
 
 
 def test_retries_give_up_after_five_tries() -> None:
     call, calls = failing(409, 409, 409, 409, 409, 409)
     with pytest.raises(ApiException):
-        kube.retrying(call)()
+        retry.retrying(call)()
     assert len(calls) == 5
 
 
@@ -73,14 +73,14 @@ def throttled(retry_after: str | None):
 
 def test_throttling_waits_as_long_as_the_server_asks(monkeypatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(kube.time, "sleep", slept.append)
-    assert kube.retrying(throttled("3"))() == "ok"
+    monkeypatch.setattr(retry.time, "sleep", slept.append)
+    assert retry.retrying(throttled("3"))() == "ok"
     assert slept == [3.0]
     slept.clear()
-    assert kube.retrying(throttled("600"))() == "ok"  # capped: a broken header cannot stall us
-    assert slept == [kube.RETRY_AFTER_CAP]
+    assert retry.retrying(throttled("600"))() == "ok"  # capped: a broken header cannot stall us
+    assert slept == [retry.RETRY_AFTER_CAP]
     slept.clear()
-    assert kube.retrying(throttled(None))() == "ok"  # no header: a short back-off
+    assert retry.retrying(throttled(None))() == "ok"  # no header: a short back-off
     assert len(slept) == 1
     assert 0 < slept[0] < 1
 
@@ -145,7 +145,7 @@ def answering(*answers):
         )
 
     api.rest_client.request = request
-    return kube._counted(api), asked
+    return connect._counted(api), asked
 
 
 def test_reads_are_retried_on_throttling_server_errors_and_lost_connections(monkeypatch) -> None:
@@ -153,7 +153,7 @@ def test_reads_are_retried_on_throttling_server_errors_and_lost_connections(monk
     from urllib3.exceptions import ProtocolError
 
     slept: list[float] = []
-    monkeypatch.setattr(kube.time, "sleep", slept.append)
+    monkeypatch.setattr(retry.time, "sleep", slept.append)
     api, asked = answering(
         (503, {}), (429, {"Retry-After": "2"}), ProtocolError("reset"), (200, {})
     )
@@ -169,7 +169,7 @@ def test_a_read_that_keeps_failing_fails_with_the_servers_answer() -> None:
     with pytest.raises(ApiException) as failed:
         client.CoreV1Api(api).read_node("gpu-1")
     assert failed.value.status == 503
-    assert len(asked) == kube.TRIES
+    assert len(asked) == retry.TRIES
 
 
 def test_writes_are_not_retried_by_the_transport() -> None:
@@ -192,5 +192,5 @@ def test_a_write_whose_connection_was_lost_is_tried_again() -> None:
             raise ProtocolError("Connection aborted.", ConnectionResetError())
         return "ok"
 
-    assert kube.retrying(call)() == "ok"
+    assert retry.retrying(call)() == "ok"
     assert len(calls) == 2

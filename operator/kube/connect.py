@@ -1,0 +1,96 @@
+"""Connect to the API server: one `KubeClient` whose areas make every call migplan makes,
+each request counted and each read retried."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from migplan.operator.kube import metrics as api_metrics
+from migplan.operator.kube.auth import Auth
+from migplan.operator.kube.core import Core
+from migplan.operator.kube.dra import Dra
+from migplan.operator.kube.kueue import Kueue
+from migplan.operator.kube.plans import Plans
+from migplan.operator.kube.retry import read_retriable, retried, unanswered_read
+from migplan.operator.kube.seam import Kube
+from migplan.planner.errors import MigplanInputError
+
+
+@dataclass(frozen=True)
+class KubeClient:
+    """The real API server behind every area of the kube seam (`seam.Kube`); `client` is
+    the raw connection, for what only the Kubernetes library does (leader election)."""
+
+    connection: client.ApiClient
+    core: Core
+    plans: Plans
+    dra: Dra
+    kueue: Kueue
+    auth: Auth
+
+    @classmethod
+    def over(cls, api: client.ApiClient) -> KubeClient:
+        """Every area over one connection."""
+        return cls(
+            connection=api,
+            core=Core(api),
+            plans=Plans(api),
+            dra=Dra(api),
+            kueue=Kueue(api),
+            auth=Auth(api),
+        )
+
+
+def _counted(api: client.ApiClient) -> client.ApiClient:
+    """`api` with every request counted in migplan_api_requests_total, and every read (GET,
+    watches included) retried on throttling, a transient server error or a lost connection:
+    reads are most of the operator's calls and each is safe to repeat, so one bad answer
+    does not fail a whole tick."""
+    request = api.rest_client.request
+
+    def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "GET":
+            return read(method, url, *args, **kwargs)
+        return count(method, url, *args, **kwargs)
+
+    def count(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        verb, resource = api_metrics.describe(method, url)
+        code = "error"
+        try:
+            response = request(method, url, *args, **kwargs)
+            code = str(getattr(response, "status", "") or "")
+            return response
+        except ApiException as exc:
+            code = str(exc.status)
+            raise
+        finally:
+            api_metrics.API_REQUESTS.labels(verb=verb, resource=resource, code=code).inc()
+
+    read = retried(count, read_retriable, unanswered=unanswered_read)
+    api.rest_client.request = counted  # type: ignore[method-assign]
+    return api
+
+
+def connect(*, kubeconfig: str | None = None) -> KubeClient:
+    """An API client from `kubeconfig`, or the in-cluster service account when None."""
+    try:
+        if kubeconfig:
+            api = config.new_client_from_config(config_file=kubeconfig)
+            return KubeClient.over(_counted(cast(client.ApiClient, api)))
+        config.load_incluster_config()
+    except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError) as exc:
+        # A kubeconfig that is not YAML, or YAML of another shape, is bad input too.
+        raise MigplanInputError(
+            f"no cluster to talk to ({' '.join(str(exc).split())}): set KUBECONFIG or --kubeconfig"
+        ) from None
+    return KubeClient.over(_counted(client.ApiClient()))
+
+
+def as_kube(api: KubeClient) -> Kube:
+    """The client as the seam's type (mypy checks here that every area conforms)."""
+    return api

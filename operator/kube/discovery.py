@@ -1,0 +1,19 @@
+"""Which API groups the API server serves (discovery)."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+
+def group_served(api: client.ApiClient, *, group: str, version: str) -> bool:
+    """Whether the API server serves `group`/`version`; False when discovery is refused."""
+    try:
+        groups = client.ApisApi(api).get_api_versions().groups or []
+    except ApiException as exc:
+        if exc.status in (403, 404):
+            return False
+        raise
+    return any(
+        g.name == group and any(v.version == version for v in g.versions or []) for g in groups
+    )

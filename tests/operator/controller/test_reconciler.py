@@ -1,0 +1,250 @@
+"""The PlanController on the in-memory API server: planning on a spec change, the plans it
+refuses (invalid, suspended, overlapping), deferral while a rollout runs, and ticks that take
+a rollout to Ready."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from migplan.operator.controller.reconciler import PlanController
+from migplan.operator.sim.api_server import InMemoryCluster
+from migplan.planner.catalog import default_catalog
+from migplan.planner.group import API_VERSION, PLANS
+from migplan.planner.nodepartition import NodePhase
+from migplan.planner.rollout import NodeStep
+
+POOL = "migplan.io/pool"
+ALWAYS_OPEN = {"start": "* * * * *", "duration": "1h"}
+RESOURCE = "nvidia.com/mig-"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def plan_body(name: str, pool: str = "a", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {POOL: pool}},
+            "demand": {
+                "fromPendingPods": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ml"}},
+                    "priority": 10,
+                }
+            },
+            "policy": {"disruption": "evict"},
+            "window": ALWAYS_OPEN,
+            "rollout": {"maxUnavailable": 1, "drainTimeout": "20s"},
+            **spec,
+        },
+    }
+
+
+def report(cluster: InMemoryCluster, node: str, layout: str, in_use: dict[str, str]) -> None:
+    """The node's agent: its GPU as NVML has it, and the device plugin's resources."""
+    found = cluster.plans.get_node_partition(name=node)
+    if found is None:
+        cluster.plans.create_node_partition(
+            body={"apiVersion": API_VERSION, "metadata": {"name": node}, "spec": {"nodeName": node}}
+        )
+        found = cluster.plans.get_node_partition(name=node)
+    cluster.plans.patch_node_partition_status(
+        name=node,
+        status={
+            "phase": NodePhase.APPLIED,
+            "appliedGeneration": found["metadata"]["generation"],
+            "gpuCount": 1,
+            "gpus": [
+                {
+                    "index": 0,
+                    "model": "H100-80GB",
+                    "migEnabled": True,
+                    "layout": layout,
+                    "inUse": in_use,
+                }
+            ],
+        },
+    )
+    counts: dict[str, int] = {}
+    for instance in filter(None, layout.replace("-", "").split("+")):
+        key = RESOURCE + instance.split("@")[0]
+        counts[key] = counts.get(key, 0) + 1
+    current = cluster.core.get_node(name=node).status.allocatable or {}
+    resources = {
+        **{k: None for k in current if k.startswith(RESOURCE)},
+        **{k: str(v) for k, v in counts.items()},
+    }
+    cluster.core.patch_node_status(name=node, status={"allocatable": resources})
+
+
+def agents_apply(cluster: InMemoryCluster) -> None:
+    """Every agent applies its NodePartition's spec."""
+    for partition in cluster.plans.list_node_partitions():
+        gpus = partition["spec"].get("gpus")
+        if gpus:
+            report(cluster, partition["metadata"]["name"], gpus[0]["layout"], {})
+
+
+@pytest.fixture
+def cluster() -> InMemoryCluster:
+    """Two H100 nodes in pool a, each with one 1g.10gb instance held by a pod (at slices 0
+    and 6), and three pods pending on 3g.40gb: only one pod moving makes room for all."""
+    cluster = InMemoryCluster()
+    cluster.add_namespace("ml")
+    held = {"a-0": ("1g.10gb@0", "frag"), "a-1": ("1g.10gb@6", "small")}
+    for node, (layout, pod) in held.items():
+        cluster.add_node(
+            node,
+            labels={
+                "nvidia.com/mig.capable": "true",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                POOL: "a",
+            },
+        )
+        report(cluster, node, layout, {layout: f"ml/{pod}"})
+        cluster.add_pod("ml", pod, node=node, requests={RESOURCE + "1g.10gb": "1"})
+    for n in range(3):
+        cluster.add_pod("ml", f"want-{n}", requests={RESOURCE + "3g.40gb": "1"})
+    return cluster
+
+
+def controller(cluster: InMemoryCluster, clock: Clock | None = None) -> PlanController:
+    events: list[tuple[str, str, str]] = []
+    found = PlanController(
+        api=cluster,
+        catalog=default_catalog(),
+        events=lambda body, kind, reason, message: events.append((kind, reason, message)),
+        clock=clock or Clock(),
+    )
+    found.posted = events  # type: ignore[attr-defined]
+    return found
+
+
+def status(cluster: InMemoryCluster, name: str) -> dict[str, Any]:
+    found = cluster.plans.get_plan(name=name)
+    assert found is not None
+    return dict(found.get("status") or {})
+
+
+def reasons(plans: PlanController) -> list[str]:
+    return [reason for _, reason, _ in plans.posted]  # type: ignore[attr-defined]
+
+
+def test_a_new_plan_is_planned_with_a_rollout_and_an_event(cluster: InMemoryCluster) -> None:
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+    found = status(cluster, "p")
+    assert found["phase"] == "Pending"
+    assert found["observedGeneration"] == 1
+    records = found["rollout"]["nodes"]
+    assert records
+    assert set(records) <= {"a-0", "a-1"}
+    assert all(r["step"] == NodeStep.PENDING for r in records.values())
+    assert "Planned" in reasons(plans)
+    assert not cluster.core.get_node(name="a-0").spec.unschedulable  # nothing taken yet
+
+
+def test_ticks_in_an_open_window_take_the_rollout_to_ready(cluster: InMemoryCluster) -> None:
+    clock = Clock()
+    plans = controller(cluster, clock)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+    for _ in range(10):
+        plans.tick("p")
+        agents_apply(cluster)
+        clock.now += timedelta(seconds=5)
+        if status(cluster, "p")["phase"] == "Ready":
+            break
+    found = status(cluster, "p")
+    assert found["phase"] == "Ready", found
+    assert {r["step"] for r in found["rollout"]["nodes"].values()} == {NodeStep.DONE}
+    assert not any(n.spec.unschedulable for n in cluster.core.list_nodes(label_selector=POOL))
+    planned = [p for r in found["rollout"]["nodes"].values() for p in r["evict"]]
+    assert len(planned) == 1
+    evicted = [f"ml/{w[2]}" for w in cluster.store.writes if w[:2] == ("delete", "pods")]
+    assert evicted == planned
+    layouts = [
+        cluster.plans.get_node_partition(name=node)["status"]["gpus"][0]["layout"]
+        for node in ("a-0", "a-1")
+    ]
+    assert sum(layout.count("3g.40gb") for layout in layouts) == 3
+    assert reasons(plans).count("NodeDone") == len(found["rollout"]["nodes"])
+
+
+def test_an_invalid_spec_is_marked_invalid_with_a_warning(cluster: InMemoryCluster) -> None:
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p", rollout={"maxUnavailable": -1}))
+    plans.spec_changed("p")
+    assert status(cluster, "p")["phase"] == "Invalid"
+    kind, reason, message = plans.posted[-1]  # type: ignore[attr-defined]
+    assert (kind, reason) == ("Warning", "Invalid")
+    assert "maxUnavailable" in message
+    assert not cluster.plans.get_node_partition(name="a-0")["spec"].get("gpus")
+
+
+def test_a_suspended_plan_plans_nothing(cluster: InMemoryCluster) -> None:
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p", suspend=True))
+    plans.spec_changed("p")
+    assert status(cluster, "p") == {"phase": "Suspended", "observedGeneration": 1}
+
+
+def test_a_plan_over_nodes_another_plan_has_is_a_conflict(cluster: InMemoryCluster) -> None:
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("first"))
+    plans.spec_changed("first")
+    cluster.store.create(PLANS, plan_body("second"))
+    plans.spec_changed("second")
+    found = status(cluster, "second")
+    assert found["phase"] == "Conflict"
+    conflict = next(c for c in found["conditions"] if c["type"] == "Conflict")
+    assert conflict["status"] == "True"
+    assert "first" in conflict["message"]
+    assert status(cluster, "first")["phase"] == "Pending"
+
+
+def test_a_spec_change_mid_rollout_is_deferred(cluster: InMemoryCluster) -> None:
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+    plans.tick("p")  # a node is in hand now
+    assert any(
+        r["step"] not in (NodeStep.PENDING, NodeStep.DONE)
+        for r in status(cluster, "p")["rollout"]["nodes"].values()
+    )
+    cluster.store.patch(PLANS, "p", {"spec": {"rollout": {"drainTimeout": "30s"}}})
+    plans.spec_changed("p")
+    found = status(cluster, "p")
+    assert found["replanPending"] is True
+    assert found["replanReason"] == "SpecChanged"
+    assert "ReplanDeferred" in reasons(plans)
+
+
+def test_a_failing_tick_is_recorded_on_the_plan(
+    cluster: InMemoryCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+
+    def refused(**_: Any) -> None:
+        raise RuntimeError("the API server is away")
+
+    monkeypatch.setattr(cluster.plans, "get_node_partition", refused)
+    with pytest.raises(RuntimeError):
+        plans.tick("p")
+    failed = next(c for c in status(cluster, "p")["conditions"] if c["type"] == "TickFailed")
+    assert failed["status"] == "True"
+    assert "the API server is away" in failed["message"]
+    assert "TickFailed" in reasons(plans)
