@@ -79,7 +79,7 @@ def _status(cp, name: str) -> dict:
 def _pods(api, namespace: str) -> list:
     from kubernetes import client
 
-    return list(client.CoreV1Api(api).list_namespaced_pod(namespace).items)
+    return list(client.CoreV1Api(api.connection).list_namespaced_pod(namespace).items)
 
 
 def _wait(pod) -> float | None:

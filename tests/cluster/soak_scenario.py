@@ -205,7 +205,7 @@ class _Watcher:
     def __init__(self, api) -> None:
         from kubernetes import client
 
-        self.core = client.CoreV1Api(api)
+        self.core = client.CoreV1Api(api.connection)
         self.waits: dict[str, float] = {}
 
     def look(self) -> set[str]:

@@ -145,7 +145,7 @@ def test_one_process_simulates_fifty_gpu_nodes(crds) -> None:
     published = time.monotonic() - started
     capacity = {
         n.metadata.name: n.status.allocatable
-        for n in k8s.CoreV1Api(api).list_node(label_selector="type=kwok").items
+        for n in k8s.CoreV1Api(api.connection).list_node(label_selector="type=kwok").items
         if n.metadata.name.startswith("fleet-")
     }
     assert len(capacity) == 50

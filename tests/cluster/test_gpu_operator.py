@@ -192,7 +192,7 @@ class PodDeletions:
 
     def __init__(self, api) -> None:
         self.seen: list[tuple[float, str, str]] = []
-        self._api = api
+        self._api = api.connection
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._since = ""
