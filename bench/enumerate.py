@@ -15,8 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
-from migplan.planner.catalog import default_catalog
-from migplan.planner.enumeration import clear_cache, enumerate_layouts
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.enumeration import clear_cache, enumerate_layouts
 
 
 def cold_seconds(model, *, maximal: bool, repeat: int) -> tuple[float, int]:

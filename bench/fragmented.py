@@ -38,15 +38,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scenarios
 
+from migplan.planner.api.inventory import Inventory, resolve_inventory
+from migplan.planner.api.spec import GPUPartitionPlan
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
-from migplan.planner.catalog import default_catalog
 from migplan.planner.demand import build_demand, demand_weight
-from migplan.planner.inventory import Inventory, resolve_inventory
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.pipeline import covered
 from migplan.planner.plan import Plan
 from migplan.planner.solver.objective import score
-from migplan.planner.spec import GPUPartitionPlan
 from migplan.planner.validate import validate
 
 BASELINES = {"greedy (nos)": greedy_plan, "first-fit": first_fit_plan, "static": static_plan}

@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scenarios
 
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import PolicySpec
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
 from migplan.planner.demand import DemandItem, demand_weight
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import Plan
 from migplan.planner.solver import plan as cp_sat_plan
-from migplan.planner.spec import PolicySpec
 from migplan.planner.validate import validate
 
 POLICY = PolicySpec()

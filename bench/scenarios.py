@@ -16,10 +16,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from migplan.planner.catalog import GpuModel, default_catalog
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.demand import DemandItem, DemandKind
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.catalog import GpuModel, default_catalog
+from migplan.planner.hardware.layout import Layout
 
 SEED = 20261122
 FLEET_PROFILES = ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
@@ -166,7 +166,7 @@ def lp_lower_bound(demand: list[DemandItem], model: GpuModel) -> float:
     """
     from ortools.linear_solver import pywraplp
 
-    from migplan.planner.enumeration import enumerate_layouts
+    from migplan.planner.hardware.enumeration import enumerate_layouts
 
     wanted = {d.profile: 0 for d in demand}
     for d in demand:
@@ -221,7 +221,7 @@ def fragmented(
     A `several` share of the pods asks for 2 or 3 instances of its profile, which must all be
     on one node (a bundle: multi-instance pods, DRA claims with `count > 1`).
     """
-    from migplan.planner.enumeration import enumerate_layouts
+    from migplan.planner.hardware.enumeration import enumerate_layouts
 
     rnd = random.Random(seed)
     models = [(_model(key), share) for key, share in FRAGMENTED_MIXES[mix]]

@@ -30,9 +30,7 @@ from migplan.operator.dra.inventory import (
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import migplan_checks, pending_workloads
 from migplan.operator.skipped import Skipped, guarded, why_invalid
-from migplan.planner.catalog import Catalog, default_catalog
-from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import (
+from migplan.planner.api.inventory import (
     GpuInfo,
     Inventory,
     NodeInfo,
@@ -40,8 +38,10 @@ from migplan.planner.inventory import (
     PendingWorkload,
     resolve_node,
 )
-from migplan.planner.resources import is_mig_resource
-from migplan.planner.spec import LabelSelector
+from migplan.planner.api.spec import LabelSelector
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.hardware.catalog import Catalog, default_catalog
+from migplan.planner.hardware.resources import is_mig_resource
 
 MIG_CAPABLE = "nvidia.com/mig.capable=true"
 

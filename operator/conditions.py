@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from migplan.planner.nodepartition import Condition
+from migplan.planner.api.nodepartition import Condition
 
 
 def now_stamp() -> str:

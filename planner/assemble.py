@@ -16,10 +16,10 @@ from functools import lru_cache
 from pydantic import BaseModel
 
 from migplan.planner.allocation import Allocation, Available, allocate, take_scattered
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.diff import operations, removed_instances
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import (
     DemandResult,
     GpuPlan,

@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
-from migplan.planner.inventory import Inventory, PendingPod, WorkloadPodSet
-from migplan.planner.resources import is_mig_resource, part_text, profile_of, resource_name
-from migplan.planner.spec import DemandSpec
+from migplan.planner.api.inventory import Inventory, PendingPod, WorkloadPodSet
+from migplan.planner.api.spec import DemandSpec
+from migplan.planner.hardware.resources import is_mig_resource, part_text, profile_of, resource_name
 
 
 class DemandKind(StrEnum):

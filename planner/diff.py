@@ -7,7 +7,7 @@ are left alone, unless the GPU is rebuilt whole (the mig-manager path recreates 
 
 from __future__ import annotations
 
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import Operation, OperationKind
 
 

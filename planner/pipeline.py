@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
+from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PolicySpec
 from migplan.planner.assemble import input_hash
-from migplan.planner.catalog import Catalog
 from migplan.planner.demand import DemandItem, build_demand
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import GpuState, Inventory, resolve_inventory
+from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.plan import Plan
 from migplan.planner.solver import plan as solve
-from migplan.planner.spec import Actuator, GPUPartitionPlan, PolicySpec
 from migplan.planner.validate import validate
 
 

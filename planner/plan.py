@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from migplan.planner.resources import part_text
+from migplan.planner.hardware.resources import part_text
 from migplan.planner.schema import CamelModel
 
 

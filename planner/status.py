@@ -12,11 +12,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from migplan.planner.nodepartition import Condition
+from migplan.planner.api.nodepartition import Condition
+from migplan.planner.api.spec import PlanPhase
 from migplan.planner.plan import PodPart, SolveStatus
-from migplan.planner.rollout import NodeRollout
+from migplan.planner.rollout.records import NodeRollout
 from migplan.planner.schema import CamelModel
-from migplan.planner.spec import PlanPhase
 
 
 class ReplanReason(StrEnum):

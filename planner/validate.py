@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from migplan.planner.allocation import allocate, hostable, take_scattered
-from migplan.planner.catalog import GpuModel
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout, check_layout
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout, check_layout
 from migplan.planner.plan import DemandResult, GpuPlan, Operation, OperationKind, Plan
-from migplan.planner.spec import Disruption, PolicySpec
 
 
 class InvalidPlanError(RuntimeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from migplan.planner.catalog import Catalog, default_catalog
+from migplan.planner.hardware.catalog import Catalog, default_catalog
 
 # Deterministic property tests: the same examples on every run and in CI.
 settings.register_profile(
@@ -23,8 +23,8 @@ def catalog() -> Catalog:
 @pytest.fixture(scope="session")
 def gpu(catalog):
     """Build a GpuState: gpu("H100-80GB", "3g.40gb@0", pins={"3g.40gb@0": "ns/pod"})."""
-    from migplan.planner.inventory import GpuState
-    from migplan.planner.layout import Instance, Layout
+    from migplan.planner.api.inventory import GpuState
+    from migplan.planner.hardware.layout import Instance, Layout
 
     def make(
         model: str,

@@ -48,7 +48,7 @@ def test_no_top_level_planner_or_operator_package(tmp_path: Path) -> None:
 
 
 def test_profiles_ship_as_package_data() -> None:
-    from migplan.planner.catalog import default_profiles_dir
+    from migplan.planner.hardware.catalog import default_profiles_dir
 
     assert (default_profiles_dir() / "a100-40gb.yaml").is_file()
 

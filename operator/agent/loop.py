@@ -13,7 +13,7 @@ import structlog
 
 from migplan.operator.agent.metrics import PASSES
 from migplan.operator.agent.node import NodeAgent
-from migplan.planner.nodepartition import NodePhase
+from migplan.planner.api.nodepartition import NodePhase
 
 log = structlog.get_logger("migplan.agent")
 FOLLOW_UP_SECONDS = 2.0

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge
 
-from migplan.planner.layout import Layout
-from migplan.planner.nodepartition import GpuObserved
+from migplan.planner.api.nodepartition import GpuObserved
+from migplan.planner.hardware.layout import Layout
 
 PASSES = Counter(
     "migplan_agent_passes_total",

@@ -27,16 +27,16 @@ from migplan.operator.nvml.errors import (
     NO_PERMISSION,
     NvmlError,
 )
-from migplan.planner.catalog import Catalog
-from migplan.planner.layout import Instance, Layout
-from migplan.planner.nodepartition import (
+from migplan.planner.api.nodepartition import (
     Condition,
     GpuObserved,
     NodePartitionSpec,
     NodePartitionStatus,
     NodePhase,
 )
-from migplan.planner.resources import is_mig_resource, resource_name
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.hardware.resources import is_mig_resource, resource_name
 
 log = structlog.get_logger("migplan.agent")
 Binding = tuple[int, Instance]

@@ -19,9 +19,9 @@ from migplan.operator.agent.podresources_v1 import api_pb2
 from migplan.operator.dra.devices import DRIVER, DeviceKind, slice_devices
 from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
-from migplan.planner.catalog import Catalog
-from migplan.planner.layout import Instance
-from migplan.planner.resources import is_mig_resource
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Instance
+from migplan.planner.hardware.resources import is_mig_resource
 
 SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 LIST_METHOD = "/v1.PodResourcesLister/List"

@@ -18,9 +18,9 @@ from enum import StrEnum
 
 from migplan.operator.nvml.adapter import MigModeChange, NvmlAdapter
 from migplan.operator.nvml.errors import NvmlError
-from migplan.planner.catalog import GpuModel
 from migplan.planner.diff import added_instances, removed_instances
-from migplan.planner.layout import Instance, Layout, check_layout
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout, check_layout
 
 
 class GpuPhase(StrEnum):

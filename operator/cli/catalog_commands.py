@@ -11,10 +11,10 @@ from rich.text import Text
 
 from migplan.operator.cli.context import OutputFormat, console, state
 from migplan.operator.cli.pictures import slice_bar_text
-from migplan.planner.catalog import GpuModel, Profile
-from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.layout import Layout, check_layout
+from migplan.planner.hardware.catalog import GpuModel, Profile
+from migplan.planner.hardware.enumeration import enumerate_layouts
+from migplan.planner.hardware.layout import Layout, check_layout
 
 EXIT_INVALID = 1
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from migplan.operator.cli.context import KubeconfigOpt, OutputFormat, console
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.rollout import NodeStep
+from migplan.planner.rollout.records import NodeStep
 
 PlanArg = Annotated[str, typer.Argument(metavar="PLAN", help="GPUPartitionPlan name.")]
 STEP_STYLE = {

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from migplan.planner.catalog import Catalog, GpuModel, default_catalog, load_catalog
+from migplan.planner.hardware.catalog import Catalog, GpuModel, default_catalog, load_catalog
 
 
 class OutputFormat(StrEnum):

@@ -15,7 +15,7 @@ from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, OutputFormat
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
-from migplan.planner.spec import Actuator
+from migplan.planner.api.spec import Actuator
 
 STYLE = {
     Severity.OK: "green",

@@ -9,7 +9,7 @@ from migplan.operator.cli import began
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, state
 from migplan.operator.cli.files import load_plan_manifest
 from migplan.operator.cli.preview import input_inventory
-from migplan.planner.migparted import mig_parted_config
+from migplan.planner.export.migparted import mig_parted_config
 from migplan.planner.pipeline import plan_fleet
 
 app = typer.Typer(

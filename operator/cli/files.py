@@ -13,10 +13,10 @@ from typing import Any, BinaryIO, cast
 
 import yaml
 
+from migplan.planner.api.inventory import Inventory
+from migplan.planner.api.spec import GPUPartitionPlan
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import Inventory
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan
 
 MAX_INPUT_BYTES = 64 * 2**20
 """Larger than any inventory (10,000 nodes take about 25 MB)."""

@@ -13,10 +13,10 @@ from typing import Any
 import jinja2
 
 from migplan.operator.cli.preview import marks_of, steps_of
-from migplan.planner.catalog import Catalog
-from migplan.planner.layout import Layout
+from migplan.planner.export.render import segments
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.pipeline import PlanOutcome
-from migplan.planner.render import segments
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import typer
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt
 from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.planner.api.spec import Actuator
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.spec import Actuator
 
 PEERING = "migplan"
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 from rich.text import Text
 
-from migplan.planner.catalog import GpuModel
-from migplan.planner.layout import Instance, Layout
-from migplan.planner.render import cell_width, fit_label, segments
+from migplan.planner.export.render import cell_width, fit_label, segments
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout
 
 # One colour per compute size, so equal-size instances look alike on every model.
 _STYLES = {

@@ -19,9 +19,9 @@ from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg,
 from migplan.operator.cli.files import load_inventory, load_plan_manifest, write_atomically
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
-from migplan.planner.catalog import Catalog
-from migplan.planner.inventory import Inventory, resolve_inventory
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.api.inventory import Inventory, resolve_inventory
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
 from migplan.planner.plan import GpuPlan, OperationKind, Plan
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.kube.seam import Kube
-from migplan.planner.spec import LabelSelector, PlanPhase
+from migplan.planner.api.spec import LabelSelector, PlanPhase
 
 
 def _selected(plan: dict[str, Any], nodes: dict[str, dict[str, str]]) -> set[str]:

@@ -23,9 +23,9 @@ from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.connect import connect
 from migplan.operator.kube.leader import Leadership
 from migplan.operator.kube.leader import identity as leader_identity
-from migplan.planner.catalog import default_catalog
-from migplan.planner.group import GROUP, PLANS, VERSION
-from migplan.planner.spec import Actuator
+from migplan.planner.api.group import GROUP, PLANS, VERSION
+from migplan.planner.api.spec import Actuator
+from migplan.planner.hardware.catalog import default_catalog
 
 _state: dict[str, Any] = {}
 log = structlog.get_logger("migplan.operator")

@@ -25,7 +25,7 @@ from migplan.operator.gpu_operator import (
     GpuOperatorSettings,
 )
 from migplan.operator.kube.seam import Kube
-from migplan.planner.migparted import config_name, node_config, owned_by
+from migplan.planner.export.migparted import config_name, node_config, owned_by
 
 CONFIG_LABEL = MIG_CONFIG_LABEL
 STATE_LABEL = MIG_CONFIG_STATE_LABEL

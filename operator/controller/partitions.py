@@ -12,7 +12,7 @@ import threading
 import structlog
 
 from migplan.operator.kube.seam import Kube
-from migplan.planner.nodepartition import NodePartition, NodePartitionSpec
+from migplan.planner.api.nodepartition import NodePartition, NodePartitionSpec
 
 log = structlog.get_logger("migplan.operator")
 

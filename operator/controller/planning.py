@@ -25,12 +25,12 @@ from migplan.operator.preflight.checks import (
 from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
 from migplan.operator.skipped import Skipped
-from migplan.planner.catalog import Catalog
+from migplan.planner.api.inventory import GpuState, Inventory
+from migplan.planner.api.spec import Actuator, DraMode, GPUPartitionPlan, PlanPhase
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import GpuState, Inventory
+from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
-from migplan.planner.spec import Actuator, DraMode, GPUPartitionPlan, PlanPhase
 
 PREFLIGHT_SHOWN = 50
 """Findings kept in status.preflight (the condition counts them all)."""

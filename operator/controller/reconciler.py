@@ -39,19 +39,7 @@ from migplan.operator.kueue.checks import (
     waiting_for,
 )
 from migplan.operator.skipped import Skipped
-from migplan.planner.catalog import Catalog
-from migplan.planner.errors import MigplanInputError
-from migplan.planner.plan import Plan
-from migplan.planner.rollout import (
-    NodeRollout,
-    NodeStep,
-    nodes_to_start,
-    rollout_nodes,
-    rollout_phase,
-)
-from migplan.planner.schedule import is_due, next_run, parse_timestamp, timestamp, window_state
-from migplan.planner.schema import parse_model
-from migplan.planner.spec import (
+from migplan.planner.api.spec import (
     Actuator,
     DraMode,
     GPUPartitionPlan,
@@ -59,6 +47,24 @@ from migplan.planner.spec import (
     PlanSpec,
     duration_seconds,
 )
+from migplan.planner.errors import MigplanInputError
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.plan import Plan
+from migplan.planner.rollout.records import (
+    NodeRollout,
+    NodeStep,
+    nodes_to_start,
+    rollout_nodes,
+    rollout_phase,
+)
+from migplan.planner.rollout.schedule import (
+    is_due,
+    next_run,
+    parse_timestamp,
+    timestamp,
+    window_state,
+)
+from migplan.planner.schema import parse_model
 from migplan.planner.status import ReplanReason
 
 log = structlog.get_logger("migplan.operator")

@@ -1,6 +1,6 @@
 """Take a node's rollout steps: cordon, evict, write the NodePartition, verify, uncordon.
 
-Each step is written to the plan's status *before* it is taken (planner/rollout.py holds the
+Each step is written to the plan's status *before* it is taken (planner/rollout/records.py holds the
 record), so an operator killed at any point re-takes the recorded step when it comes back.
 Every step is safe to take twice: cordoning marks the node with an annotation in the same
 write (so only a node migplan cordoned is ever uncordoned by it), eviction skips pods that
@@ -29,12 +29,12 @@ from migplan.operator.dra.devices import DeviceKind
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL, GpuOperatorSettings
 from migplan.operator.kube.core import PodReplacedError
 from migplan.operator.kube.seam import Kube
-from migplan.planner.layout import Instance, Layout
-from migplan.planner.nodepartition import NodePartition, NodePartitionSpec, NodePhase
-from migplan.planner.resources import is_mig_resource, resource_name
-from migplan.planner.rollout import NodeRollout, NodeStep
-from migplan.planner.schedule import parse_timestamp, timestamp
-from migplan.planner.spec import Actuator, DraMode
+from migplan.planner.api.nodepartition import NodePartition, NodePartitionSpec, NodePhase
+from migplan.planner.api.spec import Actuator, DraMode
+from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.hardware.resources import is_mig_resource, resource_name
+from migplan.planner.rollout.records import NodeRollout, NodeStep
+from migplan.planner.rollout.schedule import parse_timestamp, timestamp
 
 log = structlog.get_logger("migplan.rollout")
 

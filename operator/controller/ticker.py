@@ -23,8 +23,8 @@ from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.dra import steer
 from migplan.operator.kueue.checks import activate_checks
-from migplan.planner.rollout import NodeRollout
-from migplan.planner.schedule import parse_timestamp
+from migplan.planner.rollout.records import NodeRollout
+from migplan.planner.rollout.schedule import parse_timestamp
 
 log = structlog.get_logger("migplan.operator")
 

@@ -25,11 +25,11 @@ from migplan.operator.dra.helper import (
     Evaluator,
     evaluator,
 )
-from migplan.planner.catalog import Catalog, GpuModel
+from migplan.planner.api.inventory import ClaimRequest
 from migplan.planner.demand import profile_order
 from migplan.planner.errors import UnknownModelError
-from migplan.planner.inventory import ClaimRequest
-from migplan.planner.layout import Instance
+from migplan.planner.hardware.catalog import Catalog, GpuModel
+from migplan.planner.hardware.layout import Instance
 
 PER_DEVICE = frozenset({"uuid", "parentUUID", "pcieBusID", "index", "minor", "pcieRoot"})
 """Attributes that name one device, not what a device of that model and profile is."""

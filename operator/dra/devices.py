@@ -26,8 +26,8 @@ from enum import StrEnum
 from typing import Any
 
 from migplan.operator.dra.cel import Device, Quantity, SemVer
-from migplan.planner.catalog import Profile
-from migplan.planner.layout import Instance
+from migplan.planner.hardware.catalog import Profile
+from migplan.planner.hardware.layout import Instance
 
 DRIVER = "gpu.nvidia.com"
 MIG_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")

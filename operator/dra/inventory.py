@@ -29,10 +29,10 @@ from migplan.operator.dra.claims import (
 )
 from migplan.operator.dra.devices import DeviceKind, SliceDevice, slice_devices
 from migplan.operator.skipped import why_invalid
-from migplan.planner.catalog import Catalog
+from migplan.planner.api.inventory import ClaimRequest, GpuInfo, NodeInfo
 from migplan.planner.errors import UnknownModelError
-from migplan.planner.inventory import ClaimRequest, GpuInfo, NodeInfo
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Layout
 
 Key = tuple[str, str]
 

@@ -20,7 +20,7 @@ from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice, slice_
 from migplan.operator.dra.inventory import DraState
 from migplan.operator.kube.dra import DRA_GROUP, TAINT_RULES
 from migplan.operator.kube.seam import Kube
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
 
 TAINT_KEY = "migplan.io/off-plan"
 PLAN_LABEL = "migplan.io/plan"

@@ -9,7 +9,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.kube.retry import retrying
-from migplan.planner.group import GROUP, NODE_PARTITIONS, PLANS, VERSION
+from migplan.planner.api.group import GROUP, NODE_PARTITIONS, PLANS, VERSION
 from migplan.planner.status import PlanStatus
 
 CREATABLE_METADATA = frozenset({"name", "labels", "annotations", "ownerReferences"})

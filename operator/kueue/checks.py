@@ -24,10 +24,10 @@ import structlog
 from migplan.operator.conditions import now_stamp
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import migplan_checks, waiting_check
+from migplan.planner.api.inventory import PendingWorkload
+from migplan.planner.api.spec import PlanPhase
 from migplan.planner.demand import pod_parts
-from migplan.planner.inventory import PendingWorkload
 from migplan.planner.plan import Plan
-from migplan.planner.spec import PlanPhase
 
 log = structlog.get_logger("migplan.operator")
 

@@ -14,10 +14,10 @@ from functools import partial
 from typing import Any
 
 from migplan.operator.skipped import Skipped, guarded
-from migplan.planner.group import GROUP
-from migplan.planner.group import PLAN_KIND as GPU_PARTITION_PLAN
-from migplan.planner.inventory import ClaimRequest, PendingWorkload, WorkloadPodSet
-from migplan.planner.resources import is_mig_resource
+from migplan.planner.api.group import GROUP
+from migplan.planner.api.group import PLAN_KIND as GPU_PARTITION_PLAN
+from migplan.planner.api.inventory import ClaimRequest, PendingWorkload, WorkloadPodSet
+from migplan.planner.hardware.resources import is_mig_resource
 
 CONTROLLER = "migplan.io/partition"
 """The controllerName of the AdmissionChecks migplan manages."""

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from migplan.operator.nvml import errors
 from migplan.operator.nvml.metrics import NVML_CALL_SECONDS, NVML_ERRORS
-from migplan.planner.catalog import GpuModel
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout
 
 # compute slices -> NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE (nvml.h; checked against pynvml by
 # tests/operator/nvml/test_errors.py)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from migplan.operator.nvml.adapter import InstanceProfile
-from migplan.planner.catalog import Evidence, GpuModel, Profile
+from migplan.planner.hardware.catalog import Evidence, GpuModel, Profile
 
 
 class Kind(StrEnum):

@@ -20,8 +20,8 @@ from migplan.operator.gpu_operator import (
     MIG_MANAGER_DEPLOY_LABEL,
     GpuOperatorSettings,
 )
-from migplan.planner.migparted import CONFIG_PREFIX
-from migplan.planner.spec import Actuator
+from migplan.planner.api.spec import Actuator
+from migplan.planner.export.migparted import CONFIG_PREFIX
 
 HELM_MIXED = (
     "helm upgrade gpu-operator nvidia/gpu-operator -n {namespace} --reuse-values "

@@ -8,7 +8,7 @@ from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.seam import Kube
 from migplan.operator.preflight.checks import ClusterFacts, NodeFacts
-from migplan.planner.inventory import Inventory
+from migplan.planner.api.inventory import Inventory
 
 
 def live_facts(

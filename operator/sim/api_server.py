@@ -37,7 +37,7 @@ from migplan.operator.kube.core import PodReplacedError
 from migplan.operator.kube.dra import DRA_GROUP, DRA_VERSION, TAINT_RULES
 from migplan.operator.kube.kueue import KUEUE_GROUP, KUEUE_VERSION
 from migplan.operator.kube.seam import Kube
-from migplan.planner.group import API_VERSION, NODE_PARTITIONS, PLANS
+from migplan.planner.api.group import API_VERSION, NODE_PARTITIONS, PLANS
 from migplan.planner.status import PlanStatus
 
 Body = dict[str, Any]

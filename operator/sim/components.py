@@ -14,7 +14,7 @@ from collections import Counter
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.seam import Kube
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
-from migplan.planner.resources import is_mig_resource
+from migplan.planner.hardware.resources import is_mig_resource
 
 
 class SimulatedComponents:

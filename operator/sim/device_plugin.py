@@ -15,8 +15,8 @@ from collections import Counter
 
 from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.emulator import FakeNvml
-from migplan.planner.layout import Instance
-from migplan.planner.resources import is_mig_resource, profile_of, resource_name
+from migplan.planner.hardware.layout import Instance
+from migplan.planner.hardware.resources import is_mig_resource, profile_of, resource_name
 
 Binding = tuple[int, Instance]
 """(GPU index, instance)."""

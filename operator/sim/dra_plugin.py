@@ -19,8 +19,8 @@ from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
-from migplan.planner.catalog import Catalog
-from migplan.planner.layout import Instance
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Instance
 
 Binding = tuple[int, Instance]
 CLAIMS_TTL = 1.0

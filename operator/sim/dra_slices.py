@@ -38,8 +38,8 @@ from enum import StrEnum
 from typing import Any
 
 from migplan.operator.dra.devices import CAPACITIES, capacities, profile_memory, rfc1123
-from migplan.planner.catalog import GpuModel, Profile
-from migplan.planner.layout import Instance
+from migplan.planner.hardware.catalog import GpuModel, Profile
+from migplan.planner.hardware.layout import Instance
 
 DRIVER = "gpu.nvidia.com"
 DRIVER_VERSION = "580.95.5"

@@ -23,8 +23,8 @@ from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
 from migplan.operator.sim.dra_plugin import SimulatedDraPlugin
-from migplan.planner.catalog import Catalog
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Instance, Layout
 
 log = structlog.get_logger("migplan.sim")
 

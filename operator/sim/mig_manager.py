@@ -34,10 +34,10 @@ from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
-from migplan.planner.catalog import Catalog
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.layout import Layout
-from migplan.planner.migparted import first_fit_layout
+from migplan.planner.export.migparted import first_fit_layout
+from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.hardware.layout import Layout
 
 REFRESH = 0.2
 """Seconds between the simulated kubelet's reads of the ConfigMap."""

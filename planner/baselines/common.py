@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.demand import DemandItem, DemandKind
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import Plan, SolverReport, SolveStatus
 
 

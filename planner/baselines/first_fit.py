@@ -10,11 +10,11 @@ import time
 from collections.abc import Sequence
 from functools import lru_cache
 
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout, is_valid
+from migplan.planner.hardware.layout import Instance, Layout, is_valid
 from migplan.planner.plan import Plan
 
 _valid = lru_cache(maxsize=65536)(is_valid)

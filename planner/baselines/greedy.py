@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
+from migplan.planner.hardware.tables import layout_table, mask_of, rows_within
 from migplan.planner.plan import Plan
-from migplan.planner.tables import layout_table, mask_of, rows_within
 
 
 def greedy_targets(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> dict[GpuKey, Layout]:

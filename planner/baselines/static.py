@@ -9,12 +9,12 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
-from migplan.planner.enumeration import enumerate_layouts
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.enumeration import enumerate_layouts
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import Plan
 
 

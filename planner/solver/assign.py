@@ -20,15 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import PolicySpec
 from migplan.planner.assemble import GpuKey, gpu_key
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
+from migplan.planner.hardware.tables import mask_of, rows_within
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.model import NodeGroup, PlanningModel
 from migplan.planner.solver.pools import Pool, class_space
 from migplan.planner.solver.stages import StagedResult
-from migplan.planner.spec import PolicySpec
-from migplan.planner.tables import mask_of, rows_within
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from migplan.planner.allocation import hostable
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import GpuKey, Supply, demand_supply, gpu_key
 from migplan.planner.demand import DemandItem
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
+from migplan.planner.hardware.tables import (
+    IntArray,
+    layout_table,
+    mask_of,
+    profile_mask,
+    rows_within,
+)
 from migplan.planner.solver.pools import allowed_new_profiles
-from migplan.planner.spec import Disruption, PolicySpec
-from migplan.planner.tables import IntArray, layout_table, mask_of, profile_mask, rows_within
 
 
 def place_bundles(

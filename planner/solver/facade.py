@@ -18,22 +18,22 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
 from migplan.planner.demand import DemandItem, demand_weight
-from migplan.planner.explain import Explainer
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import Plan, SolverReport, SolverStage, SolveStatus
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.bundles import place_bundles
 from migplan.planner.solver.classes import group_gpus
+from migplan.planner.solver.explain import Explainer
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.objective import Score, score
 from migplan.planner.solver.pools import PoolSet, build_pools, for_demand_alone
 from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve_stages
-from migplan.planner.spec import Disruption, PolicySpec
 
 SEED = 0
 KEEP = "keep everything"

@@ -17,13 +17,13 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from migplan.planner.allocation import allocate
+from migplan.planner.api.spec import Disruption
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.demand import DemandKind
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
+from migplan.planner.hardware.tables import headroom, mask_of, rows_within
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.pools import class_space, supply_of_layout
-from migplan.planner.spec import Disruption
-from migplan.planner.tables import headroom, mask_of, rows_within
 
 
 def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] | None:

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.pools import PoolSet
 from migplan.planner.solver.prune import Relaxation
-from migplan.planner.spec import Disruption, PolicySpec
 
 Expr = cp_model.LinearExprT
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, demand_supply, gpu_change, gpu_key
 from migplan.planner.demand import DemandItem
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Layout
-from migplan.planner.tables import headroom
+from migplan.planner.hardware.layout import Layout
+from migplan.planner.hardware.tables import headroom
 
 
 class Score(NamedTuple):

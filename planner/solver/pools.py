@@ -22,11 +22,10 @@ from itertools import combinations
 
 import numpy as np
 
-from migplan.planner.catalog import GpuModel
-from migplan.planner.layout import Instance, Layout
-from migplan.planner.solver.classes import GpuClass
-from migplan.planner.spec import Disruption, PolicySpec
-from migplan.planner.tables import (
+from migplan.planner.api.spec import Disruption, PolicySpec
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.hardware.tables import (
     IntArray,
     LayoutTable,
     headroom,
@@ -35,6 +34,7 @@ from migplan.planner.tables import (
     profile_mask,
     rows_within,
 )
+from migplan.planner.solver.classes import GpuClass
 
 
 def allowed_new_profiles(model: GpuModel, policy: PolicySpec) -> frozenset[str]:

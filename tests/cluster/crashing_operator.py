@@ -10,7 +10,7 @@ import sys
 
 from migplan.operator.cli.app import main
 from migplan.operator.controller import handlers
-from migplan.planner.rollout import NodeStep
+from migplan.planner.rollout.records import NodeStep
 
 CRASHED = 17
 

@@ -30,7 +30,7 @@ from waiting import wait_for
 from migplan.operator.kube.connect import connect
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 WAVES = (("3g.40gb",), ("2g.20gb", "1g.10gb"))
 

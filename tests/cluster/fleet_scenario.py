@@ -25,8 +25,8 @@ from waiting import wait_for
 
 from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
-from migplan.planner.catalog import default_catalog
-from migplan.planner.schedule import parse_timestamp, timestamp
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.rollout.schedule import parse_timestamp, timestamp
 
 NAMESPACE = "fleet"
 MIGPLAN = str(Path(sys.executable).parent / "migplan")

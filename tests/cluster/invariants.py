@@ -8,7 +8,7 @@ from collections import Counter
 
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.sim.fleet import SimulatedFleet
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.layout import Layout
 
 FINISHED = {"Done", "RolledBack", "Failed"}
 

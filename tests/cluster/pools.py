@@ -13,7 +13,7 @@ from waiting import wait_for
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 ALWAYS_OPEN = {"start": "* * * * *", "duration": "1h"}
 

@@ -39,7 +39,7 @@ from waiting import wait_for
 
 from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))

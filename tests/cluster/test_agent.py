@@ -25,8 +25,8 @@ from migplan.operator.kube.connect import connect
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
-from migplan.planner.catalog import default_catalog
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.layout import Layout
 
 pytestmark = pytest.mark.cluster
 

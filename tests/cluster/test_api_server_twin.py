@@ -20,7 +20,7 @@ from migplan.operator.kube.connect import connect
 from migplan.operator.kube.core import PodReplacedError
 from migplan.operator.kube.seam import Kube
 from migplan.operator.sim.api_server import InMemoryCluster
-from migplan.planner.group import API_VERSION, PLANS
+from migplan.planner.api.group import API_VERSION, PLANS
 
 pytestmark = pytest.mark.cluster
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from migplan.planner.api.spec import GPUPartitionPlan
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

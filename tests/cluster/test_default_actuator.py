@@ -12,8 +12,8 @@ from nodes import GPU_OPERATOR_NAMESPACE, component_pod, gpu_node, report_partit
 
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.kube.connect import connect
-from migplan.planner.catalog import default_catalog
-from migplan.planner.spec import Actuator
+from migplan.planner.api.spec import Actuator
+from migplan.planner.hardware.catalog import default_catalog
 
 pytestmark = pytest.mark.cluster
 

@@ -18,8 +18,8 @@ from migplan.operator.cli.app import run
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.kube.connect import connect
 from migplan.operator.sim.dra_slices import Format, PublishedGpu, resource_slices
-from migplan.planner.catalog import default_catalog
-from migplan.planner.layout import Layout
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.layout import Layout
 
 pytestmark = pytest.mark.cluster
 

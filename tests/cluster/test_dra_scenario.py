@@ -16,7 +16,7 @@ def test_every_claim_runs_and_no_running_claim_moves(crds, operator_kubeconfig, 
     assert run.phase == "Ready"
     if mode == "steer":
         # Each node: 3g + 2g + 1g planned, every other slot tainted.
-        from migplan.planner.catalog import default_catalog
+        from migplan.planner.hardware.catalog import default_catalog
 
         slots = sum(len(p.starts) for p in default_catalog().model("H100-80GB").profiles)
         assert run.taint_rules == 3 * (slots - 3)

@@ -22,7 +22,7 @@ from pools import ALWAYS_OPEN, apply, plan_status
 from waiting import wait_for
 
 from migplan.operator.sim.dra_slices import PublishedGpu, mig_name, resource_slices
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 pytestmark = pytest.mark.cluster
 

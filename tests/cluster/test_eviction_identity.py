@@ -14,8 +14,8 @@ from waiting import wait_for
 from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
 from migplan.operator.kube.connect import connect
 from migplan.operator.kube.core import Core, PodReplacedError
-from migplan.planner.nodepartition import GpuTarget
-from migplan.planner.rollout import NodeRollout, NodeStep
+from migplan.planner.api.nodepartition import GpuTarget
+from migplan.planner.rollout.records import NodeRollout, NodeStep
 
 pytestmark = pytest.mark.cluster
 

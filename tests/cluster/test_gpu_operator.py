@@ -46,7 +46,7 @@ from migplan.operator.nvml.errors import LIBRARY_NOT_FOUND
 from migplan.operator.sim.components import SimulatedComponents
 from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
 from migplan.operator.sim.mig_manager import SimulatedMigManager
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 pytestmark = pytest.mark.cluster
 NAMESPACE = "gpu-operator"

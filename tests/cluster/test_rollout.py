@@ -33,7 +33,7 @@ from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.kube.connect import connect
 from migplan.operator.sim.fleet import SimulatedFleet
 from migplan.operator.sim.mig_manager import SimulatedMigManager
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 pytestmark = pytest.mark.cluster
 

@@ -12,7 +12,7 @@ from waiting import wait_for
 
 from migplan.operator.controller.reconciler import TICK_FAILED, PlanController
 from migplan.operator.kube.connect import connect
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 PLAN = {
     "apiVersion": "migplan.io/v1alpha1",

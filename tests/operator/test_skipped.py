@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from migplan.operator.skipped import guarded
-from migplan.planner.inventory import PendingPod
+from migplan.planner.api.inventory import PendingPod
 
 
 def build(**requests: int):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from migplan.planner.api.inventory import Inventory
+from migplan.planner.api.spec import DemandSpec
 from migplan.planner.demand import DemandKind, build_demand, demand_weight
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import Inventory
-from migplan.planner.resources import profile_of, resource_name
-from migplan.planner.spec import DemandSpec
+from migplan.planner.hardware.resources import profile_of, resource_name
 
 
 @pytest.mark.parametrize(

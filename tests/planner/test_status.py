@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from migplan.planner.crd import plan_crd
+from migplan.planner.export.crd import plan_crd
 from migplan.planner.status import PlanStatus, ReplanReason
 
 

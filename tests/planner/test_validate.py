@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.plan import Operation, OperationKind
 from migplan.planner.solver import plan
-from migplan.planner.spec import Disruption, PolicySpec
 from migplan.planner.validate import InvalidPlanError, problems_of, validate
 
 EVICT = PolicySpec(disruption=Disruption.EVICT)

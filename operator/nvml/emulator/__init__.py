@@ -24,8 +24,8 @@ from types import ModuleType
 
 from migplan.operator.nvml.emulator.gpus import MIG_DISABLE, MIG_ENABLE, Gpu, Process
 from migplan.operator.nvml.emulator.library import BindingMisuse, EmulatedLibrary
-from migplan.planner.catalog import GpuModel, default_catalog
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import GpuModel, default_catalog
+from migplan.planner.hardware.layout import Instance, Layout
 
 __all__ = ["BindingMisuse", "FakeNvml", "load_pynvml"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from migplan.operator.nvml import errors
-from migplan.planner.catalog import GpuModel, Profile
-from migplan.planner.layout import Instance, Layout, check_layout
+from migplan.planner.hardware.catalog import GpuModel, Profile
+from migplan.planner.hardware.layout import Instance, Layout, check_layout
 
 MIG_DISABLE = 0
 MIG_ENABLE = 1

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from migplan.operator.agent.loop import Health, run
 from migplan.operator.sim.api_server import InMemoryCluster
-from migplan.planner.group import API_VERSION
-from migplan.planner.nodepartition import NodePartitionStatus, NodePhase
+from migplan.planner.api.group import API_VERSION
+from migplan.planner.api.nodepartition import NodePartitionStatus, NodePhase
 
 NODE = "n1"
 

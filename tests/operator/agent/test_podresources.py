@@ -15,7 +15,7 @@ from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
-from migplan.planner.layout import Instance
+from migplan.planner.hardware.layout import Instance
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -12,7 +12,7 @@ from migplan.operator.agent.reconcile import GpuPhase, reconcile_gpu
 from migplan.operator.nvml import errors
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.emulator import FakeNvml
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.layout import Instance, Layout
 
 MUTATING = (
     "nvmlDeviceCreateGpuInstanceWithPlacement",

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from migplan.operator.cli.app import run
-from migplan.planner.catalog import default_catalog
-from migplan.planner.layout import Layout, is_valid
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.layout import Layout, is_valid
 
 CLASSIC = "1g.5gb,2g.10gb,3g.20gb,4g.20gb,7g.40gb"
 

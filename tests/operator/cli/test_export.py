@@ -83,7 +83,7 @@ def test_example_plan_exports_and_round_trips(capsys) -> None:
 
 
 def test_groups_gpus_with_equal_counts() -> None:
-    from migplan.planner.migparted import node_config
+    from migplan.planner.export.migparted import node_config
 
     entries = node_config(
         {0: "3g.40gb@0+3g.40gb@4", 1: "7g.80gb@0", 2: "3g.40gb@4+3g.40gb@0", 3: "-"}

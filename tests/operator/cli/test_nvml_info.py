@@ -9,7 +9,7 @@ from migplan.operator.cli.app import run
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
 from migplan.operator.nvml.emulator import FakeNvml
-from migplan.planner.catalog import default_catalog
+from migplan.planner.hardware.catalog import default_catalog
 
 MUTATING = ("Create", "Destroy", "SetMigMode")
 

@@ -11,7 +11,7 @@ from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra import steer
 from migplan.operator.sim.api_server import InMemoryCluster
-from migplan.planner.group import PLANS
+from migplan.planner.api.group import PLANS
 
 
 def test_the_index_follows_the_nodes_annotation() -> None:

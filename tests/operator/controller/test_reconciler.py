@@ -11,10 +11,10 @@ import pytest
 
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.sim.api_server import InMemoryCluster
-from migplan.planner.catalog import default_catalog
-from migplan.planner.group import API_VERSION, PLANS
-from migplan.planner.nodepartition import NodePhase
-from migplan.planner.rollout import NodeStep
+from migplan.planner.api.group import API_VERSION, PLANS
+from migplan.planner.api.nodepartition import NodePhase
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.rollout.records import NodeStep
 
 POOL = "migplan.io/pool"
 ALWAYS_OPEN = {"start": "* * * * *", "duration": "1h"}

@@ -10,9 +10,9 @@ import pytest
 
 from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
 from migplan.operator.sim.api_server import InMemoryCluster
-from migplan.planner.group import API_VERSION, PLANS
-from migplan.planner.nodepartition import GpuTarget, NodePhase
-from migplan.planner.rollout import NodeRollout, NodeStep
+from migplan.planner.api.group import API_VERSION, PLANS
+from migplan.planner.api.nodepartition import GpuTarget, NodePhase
+from migplan.planner.rollout.records import NodeRollout, NodeStep
 
 PLAN = "p"
 NODE = "n1"

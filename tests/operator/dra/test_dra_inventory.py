@@ -19,9 +19,9 @@ from migplan.operator.dra.inventory import (
     with_held,
 )
 from migplan.operator.sim.dra_slices import Format, PublishedGpu, resource_slices
-from migplan.planner.catalog import default_catalog
-from migplan.planner.inventory import GpuInfo, NodeInfo, resolve_node
-from migplan.planner.layout import Instance
+from migplan.planner.api.inventory import GpuInfo, NodeInfo, resolve_node
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.layout import Instance
 
 CATALOG = default_catalog()
 PROFILE = "device.attributes['gpu.nvidia.com'].profile"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from migplan.operator.kueue.checks import offered_profiles, planned_verdicts, verdict
-from migplan.planner.catalog import default_catalog
-from migplan.planner.inventory import PendingWorkload, WorkloadPodSet
+from migplan.planner.api.inventory import PendingWorkload, WorkloadPodSet
+from migplan.planner.hardware.catalog import default_catalog
 from migplan.planner.plan import DemandResult, Plan, PlanSummary, SolverReport
 
 H100 = default_catalog().model("H100-80GB")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from migplan.operator.kueue.workloads import migplan_checks, pending_workloads, waiting_check
-from migplan.planner.inventory import ClaimRequest
+from migplan.planner.api.inventory import ClaimRequest
 
 
 def check(name: str, *, controller: str = "migplan.io/partition", plan: str | None = "pool"):

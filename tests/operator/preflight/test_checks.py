@@ -21,7 +21,7 @@ from migplan.operator.preflight.checks import (
     summary,
     worst,
 )
-from migplan.planner.spec import Actuator
+from migplan.planner.api.spec import Actuator
 
 SETTINGS = GpuOperatorSettings()
 MIXED = {"nvidia.com/mig.strategy": "mixed"}

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import DemandKind
-from migplan.planner.enumeration import enumerate_layouts
+from migplan.planner.hardware.enumeration import enumerate_layouts
 from migplan.planner.solver import plan
-from migplan.planner.spec import Disruption, PolicySpec
 
 _HEADROOM: dict = {}
 
@@ -117,7 +117,7 @@ def best_by_brute_force(gpus, demand, policy):
 
 
 def plan_score(gpus, demand, policy):
-    from migplan.planner.layout import Layout
+    from migplan.planner.hardware.layout import Layout
 
     result = plan(gpus, demand, policy)
     assert result.solver.status == "OPTIMAL"
@@ -281,7 +281,7 @@ def _bundles_met(gpus, layouts, demand) -> int:
     ],
 )
 def test_bundles_met_as_well_as_exhaustive_placement(gpu, want, bundle, fleet, demand) -> None:
-    from migplan.planner.layout import Layout
+    from migplan.planner.hardware.layout import Layout
 
     gpus = [
         gpu(m, layout, node=node, index=i, pins=pins)
@@ -311,7 +311,7 @@ def test_bundles_met_as_well_as_exhaustive_placement(gpu, want, bundle, fleet, d
 
 @functools.cache
 def _a30_layouts():
-    from migplan.planner.catalog import default_catalog
+    from migplan.planner.hardware.catalog import default_catalog
 
     return sorted(enumerate_layouts(default_catalog().model("A30")), key=str)
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.baselines import first_fit_plan, greedy_plan, static_plan
-from migplan.planner.catalog import default_catalog
 from migplan.planner.demand import DemandItem, DemandKind, Part, demand_weight
-from migplan.planner.enumeration import enumerate_layouts
-from migplan.planner.inventory import GpuState
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import default_catalog
+from migplan.planner.hardware.enumeration import enumerate_layouts
+from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.solver import plan
 from migplan.planner.solver.objective import score
-from migplan.planner.spec import Disruption, PolicySpec
 from migplan.planner.validate import problems_of
 
 CATALOG = default_catalog()

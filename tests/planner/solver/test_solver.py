@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from migplan.planner.layout import Layout
+from migplan.planner.api.spec import Disruption, PolicySpec
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.solver import plan
-from migplan.planner.spec import Disruption, PolicySpec
 from migplan.planner.validate import validate
 
 NONE = PolicySpec()

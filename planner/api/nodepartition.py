@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from migplan.planner.group import API_VERSION, NODE_PARTITION_KIND, ApiVersion
+from migplan.planner.api.group import API_VERSION, NODE_PARTITION_KIND, ApiVersion
+from migplan.planner.api.spec import ObjectMeta
 from migplan.planner.schema import CamelModel
-from migplan.planner.spec import ObjectMeta
 
 LAYOUT_PATTERN = r"^(-|[1-9][0-9]*g\.[0-9]+gb(\+me\.all|\+me|\+gfx|-me)?@[0-9]+(\+[1-9][0-9]*g\.[0-9]+gb(\+me\.all|\+me|\+gfx|-me)?@[0-9]+)*)$"  # noqa: E501
 """A layout in canonical text form, or `-`."""

@@ -3,8 +3,8 @@ substrings, so a reason that ignored instances in use went unnoticed)."""
 
 from __future__ import annotations
 
+from migplan.planner.api.spec import PolicySpec
 from migplan.planner.solver import plan
-from migplan.planner.spec import PolicySpec
 
 
 def reasons(gpus, demand, policy=None) -> list[str | None]:
@@ -109,7 +109,7 @@ def test_a_bundle_needing_a_profile_no_gpu_offers_says_so(gpu, bundle) -> None:
 
 
 def test_a_limit_is_reached_at_its_value_however_large() -> None:
-    from migplan.planner.explain import Explainer
+    from migplan.planner.solver.explain import Explainer
 
     explainer = Explainer(gpus=[], classes=[], pools=None, policy=PolicySpec(max_gpus_changed=300))
     explainer.note_plan(gpus_changed=int("300"), nodes_touched=5)
@@ -135,7 +135,7 @@ def test_a_profile_a_model_may_not_make_is_not_blamed_on_disruption_none(gpu, wa
 
 
 def test_a_profile_outside_the_planned_ones_has_no_capacity() -> None:
-    from migplan.planner.explain import Explainer
+    from migplan.planner.solver.explain import Explainer
     from migplan.planner.solver.pools import build_pools
 
     pools = build_pools([], profiles=["1g.10gb"], policy=PolicySpec())
@@ -155,7 +155,7 @@ def test_in_use_counts_every_gpu_of_a_class(gpu, want) -> None:
 
 
 def test_a_limit_not_reached_is_not_named() -> None:
-    from migplan.planner.explain import Explainer
+    from migplan.planner.solver.explain import Explainer
 
     explainer = Explainer(gpus=[], classes=[], pools=None, policy=PolicySpec(max_gpus_changed=3))
     explainer.note_plan(gpus_changed=1, nodes_touched=1)

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from migplan.planner.spec import WindowSpec, duration_seconds
+from migplan.planner.api.spec import WindowSpec, duration_seconds
 
 
 @dataclass(frozen=True)

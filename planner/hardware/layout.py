@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Self, cast
 
-from migplan.planner.catalog import PROFILE_NAME, GpuModel, MediaClass
 from migplan.planner.errors import LayoutSyntaxError
+from migplan.planner.hardware.catalog import PROFILE_NAME, GpuModel, MediaClass
 
 EMPTY = "-"
 MAX_INSTANCES = 64

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from migplan.planner.catalog import PROFILE_NAME
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.hardware.catalog import PROFILE_NAME
 
 PREFIX = "nvidia.com/mig-"
 RESOURCE_NAME = re.compile(r"^nvidia\.com/mig-[1-9][0-9]*g\.[0-9]+gb(\.me\.all|\.me|\.gfx|-me)?$")

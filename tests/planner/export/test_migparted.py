@@ -7,7 +7,7 @@ import re
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from migplan.planner.migparted import config_name, node_config, owned_by
+from migplan.planner.export.migparted import config_name, node_config, owned_by
 
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 DNS_LABEL = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")

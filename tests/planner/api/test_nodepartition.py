@@ -3,9 +3,9 @@ from it, so its body is what the CRD and the agent read back."""
 
 from __future__ import annotations
 
-from migplan.planner.crd import node_partition_crd
-from migplan.planner.group import API_VERSION
-from migplan.planner.nodepartition import GpuTarget, NodePartition, NodePartitionSpec
+from migplan.planner.api.group import API_VERSION
+from migplan.planner.api.nodepartition import GpuTarget, NodePartition, NodePartitionSpec
+from migplan.planner.export.crd import node_partition_crd
 
 
 def test_a_body_names_the_node_and_carries_the_spec_in_camel_case() -> None:

@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from migplan.planner.catalog import GpuModel
-from migplan.planner.enumeration import enumerate_layouts
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.enumeration import enumerate_layouts
+from migplan.planner.hardware.layout import Instance, Layout
 
 IntArray = npt.NDArray[np.int64]
 MaskArray = npt.NDArray[np.uint64]

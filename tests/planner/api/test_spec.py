@@ -7,9 +7,9 @@ import copy
 import pytest
 from pydantic import ValidationError
 
+from migplan.planner.api.spec import GPUPartitionPlan, LabelSelector, WindowSpec, duration_seconds
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan, LabelSelector, WindowSpec, duration_seconds
 
 GOOD = {
     "apiVersion": "migplan.io/v1alpha1",

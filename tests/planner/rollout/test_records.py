@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from migplan.planner.inventory import Inventory
+from migplan.planner.api.inventory import Inventory
+from migplan.planner.api.spec import GPUPartitionPlan, PlanPhase
 from migplan.planner.pipeline import plan_fleet
-from migplan.planner.rollout import (
+from migplan.planner.rollout.records import (
     NodeRollout,
     NodeStep,
     nodes_to_start,
@@ -14,7 +15,6 @@ from migplan.planner.rollout import (
     rollout_phase,
 )
 from migplan.planner.schema import parse_model
-from migplan.planner.spec import GPUPartitionPlan, PlanPhase
 
 
 def plan_for(catalog, nodes: dict[str, tuple[str, dict[str, str]]], pending: int):

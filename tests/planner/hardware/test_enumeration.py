@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from migplan.planner.catalog import GpuModel, default_catalog
-from migplan.planner.enumeration import enumerate_layouts
 from migplan.planner.errors import UnknownProfileError
-from migplan.planner.layout import Instance, Layout, check_layout, is_valid
+from migplan.planner.hardware.catalog import GpuModel, default_catalog
+from migplan.planner.hardware.enumeration import enumerate_layouts
+from migplan.planner.hardware.layout import Instance, Layout, check_layout, is_valid
 
 A100_CLASSIC = ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
 

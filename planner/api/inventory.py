@@ -12,11 +12,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from migplan.planner.catalog import PROFILE_NAME, Catalog, GpuModel
+from migplan.planner.api.group import API_VERSION, ApiVersion
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.group import API_VERSION, ApiVersion
-from migplan.planner.layout import Instance, Layout, check_layout
-from migplan.planner.resources import is_mig_resource
+from migplan.planner.hardware.catalog import PROFILE_NAME, Catalog, GpuModel
+from migplan.planner.hardware.layout import Instance, Layout, check_layout
+from migplan.planner.hardware.resources import is_mig_resource
 from migplan.planner.schema import CamelModel
 
 MAX_GPU_INDEX = 1023

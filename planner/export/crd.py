@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from migplan.planner.group import (
+from migplan.planner.api.group import (
     GROUP,
     NODE_PARTITION_KIND,
     NODE_PARTITIONS,
@@ -20,8 +20,8 @@ from migplan.planner.group import (
     PLANS,
     VERSION,
 )
-from migplan.planner.nodepartition import NodePartitionSpec, NodePartitionStatus
-from migplan.planner.spec import PlanSpec
+from migplan.planner.api.nodepartition import NodePartitionSpec, NodePartitionStatus
+from migplan.planner.api.spec import PlanSpec
 from migplan.planner.status import PlanStatus
 
 CRON_RULE = r"^\s*([0-9A-Za-z*/,?#-]+\s+){4}[0-9A-Za-z*/,?#-]+\s*$"

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from migplan.planner.catalog import GpuModel
+from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import DemandItem, DemandKind
-from migplan.planner.enumeration import enumerate_layouts
-from migplan.planner.inventory import GpuState
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.enumeration import enumerate_layouts
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.pools import PoolSet, allowed_new_profiles
-from migplan.planner.spec import Disruption, PolicySpec
 
 
 def _most(model: GpuModel, profile: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from migplan.planner.spec import PlanSpec
+from migplan.planner.api.spec import PlanSpec
 
 HEADER = """# GPUPartitionPlan reference
 

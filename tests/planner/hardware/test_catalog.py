@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from migplan.planner.catalog import (
+from migplan.planner.errors import CatalogError, UnknownModelError, UnknownProfileError
+from migplan.planner.hardware.catalog import (
     Evidence,
     MediaClass,
     default_profiles_dir,
     load_catalog,
     normalize_product_name,
 )
-from migplan.planner.errors import CatalogError, UnknownModelError, UnknownProfileError
 
 REQUIRED = {
     # issue #2: models (and one product name each) the catalog must cover

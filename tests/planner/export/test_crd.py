@@ -1,5 +1,5 @@
 """The CRDs in crds/ are exactly what the models generate (run `migplan crds --output-dir
-crds/` after changing planner/spec.py or planner/nodepartition.py)."""
+crds/` after changing planner/api/spec.py or planner/api/nodepartition.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from migplan.operator.cli.crds import render
-from migplan.planner.crd import all_crds, openapi
-from migplan.planner.spec import PlanSpec
+from migplan.planner.api.spec import PlanSpec
+from migplan.planner.export.crd import all_crds, openapi
 
-CRDS = Path(__file__).resolve().parents[2] / "crds"
+CRDS = Path(__file__).resolve().parents[3] / "crds"
 
 
 @pytest.mark.parametrize("name", sorted(all_crds()))
@@ -38,7 +38,7 @@ def test_schema_is_structural() -> None:
 
 
 def test_committed_plan_reference_matches_the_models() -> None:
-    from migplan.planner.reference import plan_reference
+    from migplan.planner.export.reference import plan_reference
 
     committed = (CRDS.parent / "docs" / "plan-reference.md").read_text()
     assert committed == plan_reference(), (

@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from migplan.planner.schedule import (
+from migplan.planner.api.spec import WindowSpec
+from migplan.planner.rollout.schedule import (
     is_due,
     next_run,
     parse_timestamp,
     timestamp,
     window_state,
 )
-from migplan.planner.spec import WindowSpec
 
 SATURDAY_2AM_BERLIN = WindowSpec(start="0 2 * * 6", duration="2h", time_zone="Europe/Berlin")
 

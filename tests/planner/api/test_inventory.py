@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from migplan.planner.api.inventory import Inventory, resolve_inventory
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.inventory import Inventory, resolve_inventory
 
 
 def resolve(catalog, gpus, pending=()):

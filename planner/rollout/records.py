@@ -15,11 +15,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from migplan.planner.layout import Layout
-from migplan.planner.nodepartition import GpuTarget
+from migplan.planner.api.nodepartition import GpuTarget
+from migplan.planner.api.spec import PlanPhase
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import GpuPlan, OperationKind, Plan
 from migplan.planner.schema import CamelModel
-from migplan.planner.spec import PlanPhase
 
 
 class NodeStep(StrEnum):

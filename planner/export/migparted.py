@@ -14,9 +14,9 @@ import json
 from collections import Counter
 from typing import Any
 
-from migplan.planner.catalog import GpuModel
 from migplan.planner.errors import MigplanInputError
-from migplan.planner.layout import Instance, Layout, is_valid
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout, is_valid
 from migplan.planner.plan import Plan
 
 CONFIG_PREFIX = "migplan-"

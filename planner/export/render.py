@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from migplan.planner.catalog import GpuModel
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout
 
 FREE = "·"
 

@@ -14,9 +14,9 @@ from zoneinfo import available_timezones
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from migplan.planner.catalog import PROFILE_NAME
-from migplan.planner.group import ApiVersion
-from migplan.planner.resources import RESOURCE_NAME
+from migplan.planner.api.group import ApiVersion
+from migplan.planner.hardware.catalog import PROFILE_NAME
+from migplan.planner.hardware.resources import RESOURCE_NAME
 from migplan.planner.schema import CamelModel
 
 DURATION = re.compile(r"^([0-9]{1,4}h)?([0-9]{1,6}m)?([0-9]{1,8}s)?$")

@@ -11,8 +11,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 
-from migplan.planner.catalog import GpuModel, MediaClass
-from migplan.planner.layout import Instance, Layout
+from migplan.planner.hardware.catalog import GpuModel, MediaClass
+from migplan.planner.hardware.layout import Instance, Layout
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from migplan.planner.errors import LayoutSyntaxError
-from migplan.planner.layout import Instance, Layout, Rule, check_layout, is_valid
+from migplan.planner.hardware.layout import Instance, Layout, Rule, check_layout, is_valid
 
 
 def rules(catalog, model: str, text: str) -> list[Rule]:

@@ -1,0 +1,1 @@
+"""The plan in other tools' formats: mig-parted configs, text renderings."""

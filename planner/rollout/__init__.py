@@ -1,0 +1,2 @@
+"""What happens after planning: the per-node rollout records, maintenance windows and cron
+schedules."""
