@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from migplan.operator.dra.claims import ClaimReader
@@ -24,18 +23,18 @@ from migplan.operator.dra.inventory import (
     claim_reader,
     claim_requests,
     nodes_from_slices,
+    read_state,
     with_held,
     workload_claims,
 )
 from migplan.operator.kube.seam import Kube
-from migplan.operator.kueue.workloads import migplan_checks, pending_workloads
+from migplan.operator.kueue.workloads import read_pending
 from migplan.operator.skipped import Skipped, guarded, why_invalid
 from migplan.planner.api.inventory import (
     GpuInfo,
     Inventory,
     NodeInfo,
     PendingPod,
-    PendingWorkload,
     resolve_node,
 )
 from migplan.planner.api.spec import LabelSelector
@@ -120,58 +119,12 @@ def _unschedulable(pod: Any) -> bool:
     return not message or "nvidia.com/mig-" in message or "claim" in message
 
 
-def _read_dra(api: Kube) -> tuple[DraState | None, str | None]:
-    """The cluster's DRA objects; None where the API server serves no DRA or migplan may
-    not read it (and then why, for the plan's status)."""
-    if not api.dra.served():
-        return None, None
-    try:
-        state = DraState.of(
-            slices=api.dra.list_objects(plural="resourceslices"),
-            claims=api.dra.list_objects(plural="resourceclaims"),
-            templates=api.dra.list_objects(plural="resourceclaimtemplates"),
-            classes=api.dra.list_objects(plural="deviceclasses"),
-        )
-    except ApiException as exc:
-        if exc.status != 403:
-            raise
-        return None, (
-            "DRA objects are not readable (RBAC: get/list resource.k8s.io resourceslices, "
-            "resourceclaims, resourceclaimtemplates, deviceclasses): claims are not counted"
-        )
-    return state, None
-
-
-def _read_workloads(
-    api: Kube, *, dra: DraState | None, reader: ClaimReader | None, skipped: list[Skipped]
-) -> list[PendingWorkload]:
-    """Kueue's Workloads waiting for admission; none where Kueue is not installed."""
-    if not api.kueue.served():
-        return []
-    queues = {
-        (q["metadata"]["namespace"], q["metadata"]["name"]): str(
-            (q.get("spec") or {}).get("clusterQueue", "")
-        )
-        for q in api.kueue.list_objects(plural="localqueues")
-    }
-    template_claims = None
-    if dra is not None and reader is not None:
-        template_claims = partial(workload_claims, state=dra, reader=reader)
-    return pending_workloads(
-        api.kueue.list_objects(plural="workloads"),
-        checks=migplan_checks(api.kueue.list_objects(plural="admissionchecks")),
-        local_queues=queues,
-        template_claims=template_claims,
-        skipped=skipped,
-    )
-
-
 def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnapshot:
     """A snapshot of the cluster's GPU nodes and MIG demand, DRA's included where the API
     server serves resource.k8s.io/v1."""
     catalog = catalog or default_catalog()
     partitions = {p["metadata"]["name"]: p for p in api.plans.list_node_partitions()}
-    dra, unreadable = _read_dra(api)
+    dra, unreadable = read_state(api)
     nodes, left_out, left_out_labels = [], {}, {}
     skipped: list[Skipped] = []
     checked: dict[Any, str | None] = {}
@@ -228,7 +181,17 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
         namespaces=api.core.namespace_labels(),
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
-        workloads=tuple(_read_workloads(api, dra=dra, reader=reader, skipped=skipped)),
+        workloads=tuple(
+            read_pending(
+                api,
+                template_claims=(
+                    partial(workload_claims, state=dra, reader=reader)
+                    if dra is not None and reader is not None
+                    else None
+                ),
+                skipped=skipped,
+            )
+        ),
     )
     notes = list(dra.notes) if dra is not None else ([unreadable] if unreadable else [])
     return ClusterSnapshot(

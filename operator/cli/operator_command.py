@@ -134,7 +134,7 @@ def operator(
         raise MigplanInputError(
             f"--mig-manager-config: {mig_manager_config!r} is not NAMESPACE/NAME"
         )
-    handlers.configure(
+    runtime = handlers.configure(
         kubeconfig=kubeconfig,
         tick=tick,
         agent_timeout=agent_timeout,
@@ -152,7 +152,7 @@ def operator(
         ),
     )
     if leader_elect:
-        handlers.elect_leader(namespace=leader_election_namespace)
+        handlers.elect_leader(runtime, namespace=leader_election_namespace)
         standalone = True  # the Lease decides who acts; kopf's peering would only pause us
     if metrics_port:
         authorize = None
@@ -185,6 +185,7 @@ def operator(
         standalone=standalone,
         liveness_endpoint=liveness,
         peering_name=None if standalone else PEERING,
+        memo=runtime.memo(),
     )
     end_process()
 

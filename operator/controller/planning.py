@@ -13,6 +13,7 @@ from typing import Any
 
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.conditions import condition
+from migplan.operator.dra.modes import check_mode
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.checks import offered_profiles, planned_verdicts
@@ -26,8 +27,7 @@ from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
 from migplan.operator.skipped import Skipped
 from migplan.planner.api.inventory import GpuState, Inventory
-from migplan.planner.api.spec import Actuator, DraMode, GPUPartitionPlan, PlanPhase
-from migplan.planner.errors import MigplanInputError
+from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PlanPhase
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
@@ -47,26 +47,6 @@ class PlanningResult:
     """Objects the pass left out (each gets a Warning event)."""
 
 
-def check_dra_mode(manifest: GPUPartitionPlan, *, api: Kube) -> None:
-    """Raise MigplanInputError, saying what is missing, when the cluster cannot do the plan's
-    `dra.mode`."""
-    dra = manifest.spec.dra
-    if dra is None or manifest.spec.dry_run:
-        return
-    if not api.dra.served():
-        raise MigplanInputError(
-            f"dra.mode {dra.mode.value}: the API server does not serve resource.k8s.io/v1 "
-            "(Dynamic Resource Allocation, GA in Kubernetes 1.34)"
-        )
-    if dra.mode is DraMode.STEER and not api.dra.taint_rules_served():
-        raise MigplanInputError(
-            "dra.mode steer: the API server does not serve DeviceTaintRules "
-            "(resource.k8s.io/v1beta2 devicetaintrules; in Kubernetes 1.36 enable the "
-            "DRADeviceTaintRules feature gate on kube-apiserver, kube-scheduler and "
-            "kube-controller-manager, and --runtime-config=resource.k8s.io/v1beta2=true)"
-        )
-
-
 def plan_status(
     *,
     body: dict[str, Any],
@@ -78,7 +58,7 @@ def plan_status(
     """Plan `manifest` (parsed from `body`, the GPUPartitionPlan object) on the cluster
     behind `api`, leaving out the nodes preflight refuses."""
     generation = int(body["metadata"].get("generation", 0))
-    check_dra_mode(manifest, api=api)
+    check_mode(manifest, api=api)
     snapshot = read_inventory(api, catalog=catalog)
     selector = manifest.spec.node_selector
     left_out = snapshot.left_out_of(selector)

@@ -20,10 +20,10 @@ from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.conditions import condition, merge_conditions
 from migplan.operator.controller import metrics, mig_manager
+from migplan.operator.controller.actuators.base import DEFAULT_MIG_CONFIG_MAP
 from migplan.operator.controller.conflicts import conflicting_plan
 from migplan.operator.controller.planning import plan_status
 from migplan.operator.controller.rollout import (
-    DEFAULT_MIG_CONFIG_MAP,
     Boundary,
     NodeStepper,
     no_boundary,
@@ -31,13 +31,8 @@ from migplan.operator.controller.rollout import (
 )
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.seam import Kube
-from migplan.operator.kueue.checks import (
-    RETRY_AFTER_SECONDS,
-    Waiting,
-    needs_planning,
-    update_checks,
-    waiting_for,
-)
+from migplan.operator.kueue.checks import Waiting
+from migplan.operator.kueue.hook import KueueHook
 from migplan.operator.skipped import Skipped
 from migplan.planner.api.spec import (
     Actuator,
@@ -75,8 +70,6 @@ TICK_FAILED = "TickFailed"
 """Condition set while the plan's periodic work fails (cleared by the next good tick)."""
 MESSAGE_LIMIT = 1024
 """Longest error message written into a condition or an event."""
-KUEUE_RECHECK_SECONDS = 60.0
-"""How long the answer to "is Kueue installed?" is trusted."""
 REBALANCE = "migplan.io/rebalance"
 """Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
 Events = Callable[[dict[str, Any], str, str, str], None]
@@ -116,18 +109,13 @@ class PlanController:
     """Called at each node's step boundaries (tests stop the operator there)."""
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
-    _kueue: tuple[float, bool] | None = None
-    """(monotonic time asked, answer) of the last `kueue_served` discovery call."""
     _warned: set[tuple[str | None, str]] = field(default_factory=set)
     """Skipped objects already told so with an event: (uid, why)."""
+    kueue: KueueHook = field(init=False)
+    """Kueue, as this controller's plans see it (nothing where it is not installed)."""
 
-    def kueue_served(self) -> bool:
-        """Whether Kueue's API is installed, asked at most once a minute (every tick of every
-        plan would otherwise add a discovery call)."""
-        now = time.monotonic()
-        if self._kueue is None or now - self._kueue[0] >= KUEUE_RECHECK_SECONDS:
-            self._kueue = (now, self.api.kueue.served())
-        return self._kueue[1]
+    def __post_init__(self) -> None:
+        self.kueue = KueueHook(self.api)
 
     def _warn_skipped(self, skipped: Sequence[Skipped]) -> None:
         """A Warning event on each object a pass left out, once per object and reason (the
@@ -165,14 +153,29 @@ class PlanController:
 
                 check_policy(manifest.spec.policy, self.catalog)
         except MigplanInputError as exc:
-            self._write(body, {"phase": PlanPhase.INVALID, "observedGeneration": _generation(body)})
-            self.events(body, "Warning", "Invalid", str(exc))
-            metrics.set_phase(name, PlanPhase.INVALID)
+            self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))
             return None
         return manifest.with_default_actuator(self.default_actuator)
 
     def _write(self, body: dict[str, Any], status: dict[str, Any]) -> None:
         self.api.plans.patch_plan_status(name=body["metadata"]["name"], status=status)
+
+    def _conclude(
+        self,
+        body: dict[str, Any],
+        phase: PlanPhase,
+        *,
+        warning: tuple[str, str] | None = None,
+        status: dict[str, Any] | None = None,
+    ) -> None:
+        """End a pass in `phase`: write it (with observedGeneration and any other `status`
+        fields), post the `warning` (reason, message) if any, and set the phase metric."""
+        self._write(
+            body, {"phase": phase, "observedGeneration": _generation(body), **(status or {})}
+        )
+        if warning is not None:
+            self.events(body, "Warning", *warning)
+        metrics.set_phase(body["metadata"]["name"], phase)
 
     def spec_changed(self, name: str) -> None:
         """A new or changed spec: plan now, or after the nodes in hand if a rollout runs."""
@@ -216,35 +219,32 @@ class PlanController:
             log.info("plan deleted mid-rollout: nodes uncordoned", plan=name, nodes=released)
         metrics.set_phase(name, None)
 
-    def _replan(self, body: dict[str, Any], *, reason: str) -> None:
+    def _replan(
+        self, body: dict[str, Any], *, reason: str, manifest: GPUPartitionPlan | None = None
+    ) -> None:
+        """Plan `body` now (`manifest`: its spec, when the caller parsed it already)."""
         name = body["metadata"]["name"]
-        manifest = self._manifest(body)
+        manifest = manifest or self._manifest(body)
         if manifest is None:
             return
         status = body.get("status") or {}
         generation = _generation(body)
         now = self.clock()
         if manifest.spec.suspend:
-            self._write(body, {"phase": PlanPhase.SUSPENDED, "observedGeneration": generation})
-            metrics.set_phase(name, PlanPhase.SUSPENDED)
+            self._conclude(body, PlanPhase.SUSPENDED)
             return
         other = conflicting_plan(self.api, body)
         if other is not None:
             message = f"plan {other} selects some of the same nodes and came first: doing nothing"
-            self._write(
+            conflict = condition("Conflict", True, "OverlappingSelector", message, generation)
+            self._conclude(
                 body,
-                {
-                    "phase": PlanPhase.CONFLICT,
-                    "observedGeneration": generation,
-                    "conditions": merge_conditions(
-                        status.get("conditions") or [],
-                        [condition("Conflict", True, "OverlappingSelector", message, generation)],
-                    ),
-                },
+                PlanPhase.CONFLICT,
+                warning=None
+                if status.get("phase") == PlanPhase.CONFLICT
+                else ("Conflict", message),
+                status={"conditions": merge_conditions(status.get("conditions") or [], [conflict])},
             )
-            if status.get("phase") != PlanPhase.CONFLICT:
-                self.events(body, "Warning", "Conflict", message)
-            metrics.set_phase(name, PlanPhase.CONFLICT)
             return
         started = time.monotonic()
         try:
@@ -256,9 +256,7 @@ class PlanController:
                 gpu_operator=self.gpu_operator,
             )
         except MigplanInputError as exc:
-            self._write(body, {"phase": PlanPhase.INVALID, "observedGeneration": generation})
-            self.events(body, "Warning", "Invalid", str(exc))
-            metrics.set_phase(name, PlanPhase.INVALID)
+            self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))
             return
         metrics.PLANNER_SECONDS.observe(time.monotonic() - started)
         self._warn_skipped(result.skipped)
@@ -369,33 +367,9 @@ class PlanController:
         last = status.get("lastRebalance") or status.get("lastPlanned")
         if schedule and last and is_due(schedule, last=parse_timestamp(last), now=now):
             return "cron"
-        if self._kueue_waiting(body, now, waiting):
+        if self.kueue.calls_for_planning(status, now=now, waiting=waiting):
             return "kueue"
         return None
-
-    def _kueue_waiting(self, body: dict[str, Any], now: datetime, waiting: Waiting) -> bool:
-        """Whether a Workload waits on one of migplan's AdmissionChecks for this plan that its
-        last planning did not consider, or did not meet and may now be retried."""
-        status = body.get("status") or {}
-        last = status.get("lastPlanned")
-        since = (now - parse_timestamp(last)).total_seconds() if last else None
-        return needs_planning(
-            waiting,
-            records=status.get("kueue") or {},
-            retry_due=since is None or since >= RETRY_AFTER_SECONDS,
-        )
-
-    def _kueue_checks(self, name: str, waiting: Waiting) -> None:
-        """Tell the `waiting` Workloads how they stand with plan `name`."""
-        if not waiting:
-            return
-        body = self.api.plans.get_plan(name=name)
-        if body is None:
-            return
-        status = body.get("status") or {}
-        update_checks(
-            self.api, waiting, phase=status.get("phase"), records=status.get("kueue") or {}
-        )
 
     def tick(self, name: str) -> None:
         """Periodic work: re-plan when due, then advance the rollout. An error is recorded in
@@ -440,22 +414,22 @@ class PlanController:
             now = self.clock()
             if status.get("phase") in (PlanPhase.CONFLICT, PlanPhase.SUSPENDED):
                 if not manifest.spec.suspend and conflicting_plan(self.api, body) is None:
-                    self._replan(body, reason="spec")
+                    self._replan(body, reason="spec", manifest=manifest)
                 return
             if status.get("observedGeneration") != _generation(body) and not rollout_in_progress(
                 status
             ):
-                self._replan(body, reason="spec")
+                self._replan(body, reason="spec", manifest=manifest)
                 body = self.api.plans.get_plan(name=name) or body
             failing = _condition(status.get("conditions") or [], TICK_FAILED)[0] == "True"
             # Read once: whether to re-plan for them, then what to tell them.
-            waiting = waiting_for(self.api, plan=name) if self.kueue_served() else []
+            waiting = self.kueue.waiting(plan=name)
             reason = self._rebalance_reason(body, manifest, now, waiting)
             if reason and not rollout_in_progress(body.get("status") or {}):
-                self._replan(body, reason=reason)
+                self._replan(body, reason=reason, manifest=manifest)
                 body = self.api.plans.get_plan(name=name) or body
             self._advance(body, manifest, now)
-            self._kueue_checks(name, waiting)
+            self.kueue.tell(plan=name, waiting=waiting)
             if failing:
                 self._clear_tick_failure(name)
 

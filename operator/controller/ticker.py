@@ -22,7 +22,6 @@ from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.dra import steer
-from migplan.operator.kueue.checks import activate_checks
 from migplan.planner.rollout.records import NodeRollout
 from migplan.planner.rollout.schedule import parse_timestamp
 
@@ -98,8 +97,7 @@ class PlanTicker:
                 for node in (n for n, o in cordoned.items() if o == owner):
                     self.cordons.forget(node)  # released, or already gone
         self._remove_orphan_taint_rules(names)
-        if self.controller.kueue_served():
-            activate_checks(api, plans=names)
+        self.controller.kueue.activate(plans=names)
         metrics.set_invariants(
             rollout_invariants(
                 plans=plans,  # as the round began: no second list per round

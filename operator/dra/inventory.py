@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from migplan.operator.dra.claims import (
@@ -28,6 +29,7 @@ from migplan.operator.dra.claims import (
     pod_claims,
 )
 from migplan.operator.dra.devices import DeviceKind, SliceDevice, slice_devices
+from migplan.operator.kube.seam import Kube
 from migplan.operator.skipped import why_invalid
 from migplan.planner.api.inventory import ClaimRequest, GpuInfo, NodeInfo
 from migplan.planner.errors import UnknownModelError
@@ -194,3 +196,25 @@ def workload_claims(
         found += reader.requests(claim, where=f"{where} claim {name}")
     state.notes += [n for n in reader.notes if n not in state.notes]
     return found
+
+
+def read_state(api: Kube) -> tuple[DraState | None, str | None]:
+    """The cluster's DRA objects; None where the API server serves no DRA or migplan may
+    not read it (and then why, for the plan's status)."""
+    if not api.dra.served():
+        return None, None
+    try:
+        state = DraState.of(
+            slices=api.dra.list_objects(plural="resourceslices"),
+            claims=api.dra.list_objects(plural="resourceclaims"),
+            templates=api.dra.list_objects(plural="resourceclaimtemplates"),
+            classes=api.dra.list_objects(plural="deviceclasses"),
+        )
+    except ApiException as exc:
+        if exc.status != 403:
+            raise
+        return None, (
+            "DRA objects are not readable (RBAC: get/list resource.k8s.io resourceslices, "
+            "resourceclaims, resourceclaimtemplates, deviceclasses): claims are not counted"
+        )
+    return state, None

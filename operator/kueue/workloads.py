@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
+from migplan.operator.kube.seam import Kube
 from migplan.operator.skipped import Skipped, guarded
 from migplan.planner.api.group import GROUP
 from migplan.planner.api.group import PLAN_KIND as GPU_PARTITION_PLAN
@@ -155,4 +156,29 @@ def _pending(
         quota_reserved=_condition(workload, "QuotaReserved"),
         check_plan=checks.get(check, "") if check else "",
         pod_sets=tuple(pod_sets),
+    )
+
+
+def read_pending(
+    api: Kube,
+    *,
+    template_claims: TemplateClaims | None,
+    skipped: list[Skipped],
+) -> list[PendingWorkload]:
+    """Kueue's Workloads waiting for admission, read from the cluster; none where Kueue is
+    not installed (`template_claims` reads the DRA claims of a pod template, where DRA is)."""
+    if not api.kueue.served():
+        return []
+    queues = {
+        (q["metadata"]["namespace"], q["metadata"]["name"]): str(
+            (q.get("spec") or {}).get("clusterQueue", "")
+        )
+        for q in api.kueue.list_objects(plural="localqueues")
+    }
+    return pending_workloads(
+        api.kueue.list_objects(plural="workloads"),
+        checks=migplan_checks(api.kueue.list_objects(plural="admissionchecks")),
+        local_queues=queues,
+        template_claims=template_claims,
+        skipped=skipped,
     )

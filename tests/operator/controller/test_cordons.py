@@ -10,6 +10,7 @@ from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra import steer
+from migplan.operator.kueue.hook import KueueHook
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.planner.api.group import PLANS
 
@@ -32,6 +33,7 @@ class _Controller:
 
     def __init__(self, api: InMemoryCluster) -> None:
         self.api = api
+        self.kueue = KueueHook(api)
         self.ticked: list[str] = []
 
     def tick(self, name: str) -> None:
@@ -39,9 +41,6 @@ class _Controller:
 
     def clock(self) -> datetime:
         return datetime(2026, 11, 24, tzinfo=UTC)
-
-    def kueue_served(self) -> bool:
-        return False
 
 
 def _cluster(*plans: str, cordoned: dict[str, str] | None = None) -> InMemoryCluster:
