@@ -96,21 +96,25 @@ def agent(
     labels, and reports status. For a plan with dra.mode static it restarts NVIDIA's DRA
     kubelet plugin instead and checks the node's ResourceSlices.
     """
-    # Imported here, not at the top: every `migplan` command loads this module, and the
-    # Kubernetes client alone takes a third of a second to import.
-    from migplan.operator.agent.components import DraPluginRestarter, GpuOperatorComponents
-    from migplan.operator.agent.loop import Health, run, serve_liveness
-    from migplan.operator.agent.node import NodeAgent
-    from migplan.operator.kube.connect import connect
-    from migplan.operator.metrics_server import serve_metrics
+    # Lazy (PLC0415): every `migplan` command loads this module, and the agent's imports
+    # (the Kubernetes client, gRPC) add ~0.4 s to each (python -X importtime).
+    from migplan.operator.agent.components import (  # noqa: PLC0415
+        DraPluginRestarter,
+        GpuOperatorComponents,
+    )
+    from migplan.operator.agent.loop import Health, run, serve_liveness  # noqa: PLC0415
+    from migplan.operator.agent.node import NodeAgent  # noqa: PLC0415
+    from migplan.operator.agent.podresources import PodResourcesBindings  # noqa: PLC0415
+    from migplan.operator.kube.connect import connect  # noqa: PLC0415
+    from migplan.operator.metrics_server import serve_metrics  # noqa: PLC0415
+    from migplan.operator.nvml.adapter import default_nvml  # noqa: PLC0415
+    from migplan.operator.nvml.emulator import FakeNvml  # noqa: PLC0415
+    from migplan.operator.sim.device_plugin import SimulatedDevicePlugin  # noqa: PLC0415
 
     catalog = state(ctx).catalog
     api = connect(kubeconfig=kubeconfig)
     before_pass = None
     if simulate:
-        from migplan.operator.nvml.emulator import FakeNvml
-        from migplan.operator.sim.device_plugin import SimulatedDevicePlugin
-
         models = [m.strip() for m in simulate.split(",") if m.strip()]
         if not models:
             raise MigplanInputError("--simulate needs at least one GPU model")
@@ -127,9 +131,6 @@ def agent(
         )
         before_pass = lambda: plugin.sync(node)  # noqa: E731
     else:
-        from migplan.operator.agent.podresources import PodResourcesBindings
-        from migplan.operator.nvml.adapter import default_nvml
-
         nvml = default_nvml()
         worker = NodeAgent(
             api=api,

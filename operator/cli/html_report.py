@@ -12,8 +12,7 @@ from typing import Any
 
 import jinja2
 
-from migplan.operator.cli.preview import marks_of, steps_of
-from migplan.planner.export.render import segments
+from migplan.planner.export.render import marks_of, segments, steps_of
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.pipeline import PlanOutcome

@@ -12,6 +12,7 @@ from rich.text import Text
 from migplan.operator.cli.context import OutputFormat, console, state
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare, confirmations
+from migplan.operator.nvml.emulator import FakeNvml
 from migplan.planner.errors import MigplanInputError, UnknownModelError
 
 EXIT_MISMATCH = 1
@@ -19,8 +20,6 @@ ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")
 
 
 def _simulated(models: str) -> Any:
-    from migplan.operator.nvml.emulator import FakeNvml
-
     names = [m.strip() for m in models.split(",") if m.strip()]
     if not names:
         raise MigplanInputError("--simulate needs at least one GPU model")

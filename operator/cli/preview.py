@@ -17,13 +17,15 @@ from rich.text import Text
 from migplan.operator.cli import began
 from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, console, state
 from migplan.operator.cli.files import load_inventory, load_plan_manifest, write_atomically
+from migplan.operator.cli.html_report import render_report
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
 from migplan.planner.api.inventory import Inventory, resolve_inventory
+from migplan.planner.export.render import marks_of, steps_of
 from migplan.planner.hardware.catalog import Catalog
-from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.hardware.layout import Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
-from migplan.planner.plan import GpuPlan, OperationKind, Plan
+from migplan.planner.plan import Plan
 
 
 class PreviewFormat(StrEnum):
@@ -32,28 +34,6 @@ class PreviewFormat(StrEnum):
     TEXT = "text"
     YAML = "yaml"
     JSON = "json"
-
-
-def marks_of(gp: GpuPlan) -> tuple[dict[Instance, str], dict[Instance, str]]:
-    """Marks for the before and after pictures of one GPU."""
-    destroyed = {o.instance for o in gp.operations if o.kind is OperationKind.DESTROY_GI}
-    created = {o.instance for o in gp.operations if o.kind is OperationKind.CREATE_GI}
-    before = {Instance.parse(text): ("!" if text in destroyed else "*") for text in gp.in_use}
-    after = {Instance.parse(t): "+" for t in created if t}
-    after.update({i: m for i, m in before.items() if m == "*"})
-    return before, after
-
-
-def steps_of(gp: GpuPlan) -> str:
-    """`destroy 1g.5gb@2 1g.5gb@3 · create 3g.40gb@0` (each with its compute instance)."""
-    parts = []
-    if any(o.kind is OperationKind.ENABLE_MIG for o in gp.operations):
-        parts.append("enable MIG")
-    for kind, word in ((OperationKind.DESTROY_GI, "destroy"), (OperationKind.CREATE_GI, "create")):
-        names = [o.instance for o in gp.operations if o.kind is kind and o.instance]
-        if names:
-            parts.append(f"{word} {' '.join(names)}")
-    return " · ".join(parts)
 
 
 def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
@@ -160,8 +140,9 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
 
 def live_inventory(kubeconfig: str | None, catalog: Catalog) -> Inventory:
     """The live cluster's inventory; GPU nodes left out are named on stderr."""
-    from migplan.operator.cluster_inventory import read_inventory
-    from migplan.operator.kube.connect import connect
+    # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
+    from migplan.operator.cluster_inventory import read_inventory  # noqa: PLC0415
+    from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
     snapshot = read_inventory(connect(kubeconfig=kubeconfig), catalog=catalog)
     for node, why in sorted(snapshot.left_out.items()):
@@ -242,8 +223,6 @@ def preview(
         outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started)
         progress("writing the plan")
     if html is not None:
-        from migplan.operator.cli.html_report import render_report
-
         write_atomically(
             html,
             render_report(outcome, name=manifest.metadata.name, catalog=cli.catalog),

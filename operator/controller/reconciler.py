@@ -44,6 +44,7 @@ from migplan.planner.api.spec import (
 )
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.pipeline import check_policy
 from migplan.planner.plan import Plan
 from migplan.planner.rollout.records import (
     NodeRollout,
@@ -149,8 +150,6 @@ class PlanController:
         try:
             manifest = parse_model(GPUPartitionPlan, body, source=f"GPUPartitionPlan {name}")
             if manifest.spec.policy.allowed_profiles:
-                from migplan.planner.pipeline import check_policy
-
                 check_policy(manifest.spec.policy, self.catalog)
         except MigplanInputError as exc:
             self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))

@@ -23,6 +23,7 @@ from enum import Enum
 
 import structlog
 
+from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.controller import metrics
 from migplan.operator.controller.actuators import actuator_for
 from migplan.operator.controller.actuators.base import (
@@ -338,8 +339,6 @@ class NodeStepper:
 
 def release_nodes(api: Kube, *, plan: str) -> list[str]:
     """Uncordon every GPU node that `plan` cordoned; their names."""
-    from migplan.operator.cluster_inventory import MIG_CAPABLE
-
     released = []
     for node in api.core.list_nodes(label_selector=MIG_CAPABLE):
         name = str(node.metadata.name)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+import pynvml
+
 from migplan.operator.nvml import errors
 from migplan.operator.nvml.metrics import NVML_CALL_SECONDS, NVML_ERRORS
 from migplan.planner.hardware.catalog import GpuModel
@@ -82,8 +84,6 @@ class MigModeChange(StrEnum):
 
 def default_nvml() -> Any:
     """The real NVML binding."""
-    import pynvml
-
     return pynvml
 
 

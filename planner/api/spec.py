@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 from zoneinfo import available_timezones
 
+from croniter import CroniterBadDateError, croniter
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from migplan.planner.api.group import ApiVersion
@@ -55,10 +57,6 @@ def positive_duration(text: str) -> str:
 
 def check_cron(text: str) -> str:
     """Raise ValueError unless `text` is a 5-field cron expression croniter accepts."""
-    from datetime import UTC, datetime
-
-    from croniter import CroniterBadDateError, croniter
-
     if len(text.split()) != CRON_FIELDS or not croniter.is_valid(text):
         raise ValueError(f"{text!r} is not a 5-field cron expression such as '0 2 * * 6'")
     # A valid expression can still name a date that never comes (30 February); the operator

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from migplan.planner.hardware.catalog import GpuModel
 from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.plan import GpuPlan, OperationKind
 
 FREE = "·"
 
@@ -77,3 +78,25 @@ def slice_bar(model: GpuModel, layout: Layout) -> str:
     width = cell_width(model)
     cells = [fit_label(s.label, s.size * width - 1) for s in segments(model, layout)]
     return "|" + "|".join(cells) + "|"
+
+
+def marks_of(gp: GpuPlan) -> tuple[dict[Instance, str], dict[Instance, str]]:
+    """Marks for the before and after pictures of one GPU."""
+    destroyed = {o.instance for o in gp.operations if o.kind is OperationKind.DESTROY_GI}
+    created = {o.instance for o in gp.operations if o.kind is OperationKind.CREATE_GI}
+    before = {Instance.parse(text): ("!" if text in destroyed else "*") for text in gp.in_use}
+    after = {Instance.parse(t): "+" for t in created if t}
+    after.update({i: m for i, m in before.items() if m == "*"})
+    return before, after
+
+
+def steps_of(gp: GpuPlan) -> str:
+    """`destroy 1g.5gb@2 1g.5gb@3 · create 3g.40gb@0` (each with its compute instance)."""
+    parts = []
+    if any(o.kind is OperationKind.ENABLE_MIG for o in gp.operations):
+        parts.append("enable MIG")
+    for kind, word in ((OperationKind.DESTROY_GI, "destroy"), (OperationKind.CREATE_GI, "create")):
+        names = [o.instance for o in gp.operations if o.kind is kind and o.instance]
+        if names:
+            parts.append(f"{word} {' '.join(names)}")
+    return " · ".join(parts)
