@@ -27,6 +27,7 @@ from migplan.operator.dra.inventory import (
     with_held,
     workload_claims,
 )
+from migplan.operator.kube.bodies import NodePartitionBody
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import read_pending
 from migplan.operator.skipped import Skipped, guarded, why_invalid
@@ -68,7 +69,7 @@ class ClusterSnapshot:
         }
 
 
-def _gpus(partition: dict[str, Any] | None) -> tuple[GpuInfo, ...] | None:
+def _gpus(partition: NodePartitionBody | None) -> tuple[GpuInfo, ...] | None:
     """The GPUs an agent reported; raises ValidationError on a report out of bounds."""
     status = (partition or {}).get("status") or {}
     if not status.get("gpus"):

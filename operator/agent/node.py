@@ -203,7 +203,7 @@ class NodeAgent:
         return None
 
     def _nvml_unavailable(
-        self, exc: NvmlError, generation: int, previous: dict[str, Any]
+        self, exc: NvmlError, generation: int, previous: Mapping[str, Any]
     ) -> NodePartitionStatus:
         """Report that NVML cannot be used here (no GPUs: plans leave the node out)."""
         name = NAMES.get(exc.code, str(exc.code))
@@ -219,7 +219,7 @@ class NodeAgent:
             log.error("NVML unavailable", node=self.node, error=str(exc))
         return status
 
-    def _write_status(self, status: NodePartitionStatus, previous: dict[str, Any]) -> bool:
+    def _write_status(self, status: NodePartitionStatus, previous: Mapping[str, Any]) -> bool:
         """Write `status` (conditions keeping their transition times) if it differs from
         `previous`; whether it did."""
         document = status.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -28,11 +28,12 @@ def _plans(kubeconfig: str | None, name: str | None) -> list[dict[str, Any]]:
 
     api = connect(kubeconfig=kubeconfig)
     if name is None:
-        return sorted(api.plans.list_plans(), key=lambda p: str(p["metadata"]["name"]))
+        plans = [dict(p) for p in api.plans.list_plans()]
+        return sorted(plans, key=lambda p: str(p["metadata"]["name"]))
     found = api.plans.get_plan(name=name)
     if found is None:
         raise MigplanInputError(f"no GPUPartitionPlan named {name!r} (see `kubectl get gpp`)")
-    return [found]
+    return [dict(found)]
 
 
 def _summary_line(plan: dict[str, Any]) -> str:

@@ -7,16 +7,15 @@ plan that is itself waiting in Conflict does not block others.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 
 from migplan.operator.cluster_inventory import MIG_CAPABLE
+from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.spec import LabelSelector, PlanPhase
 
 
-def _selected(plan: dict[str, Any], nodes: dict[str, dict[str, str]]) -> set[str]:
+def _selected(plan: PlanBody, nodes: dict[str, dict[str, str]]) -> set[str]:
     try:
         selector = LabelSelector.model_validate((plan.get("spec") or {}).get("nodeSelector") or {})
     except ValidationError:
@@ -24,18 +23,18 @@ def _selected(plan: dict[str, Any], nodes: dict[str, dict[str, str]]) -> set[str
     return {name for name, labels in nodes.items() if selector.matches(labels)}
 
 
-def _rank(plan: dict[str, Any]) -> tuple[str, str]:
+def _rank(plan: PlanBody) -> tuple[str, str]:
     meta = plan["metadata"]
     return (str(meta.get("creationTimestamp") or ""), str(meta["name"]))
 
 
-def _active(plan: dict[str, Any]) -> bool:
+def _active(plan: PlanBody) -> bool:
     return not (plan.get("spec") or {}).get("dryRun") and not plan["metadata"].get(
         "deletionTimestamp"
     )
 
 
-def conflicting_plan(api: Kube, plan: dict[str, Any]) -> str | None:
+def conflicting_plan(api: Kube, plan: PlanBody) -> str | None:
     """The name of an earlier active plan that selects one of `plan`'s nodes, if any."""
     if not _active(plan):
         return None

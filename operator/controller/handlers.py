@@ -24,6 +24,7 @@ from migplan.operator.controller.rollout import CORDONED_BY, Boundary, no_bounda
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra.helper import CelUnavailable, evaluator
 from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.connect import connect
 from migplan.operator.kube.leader import Leadership
 from migplan.operator.kube.leader import identity as leader_identity
@@ -64,7 +65,7 @@ def _runtime(memo: kopf.Memo) -> Runtime:
     return found
 
 
-def _post_event(api: Kube, body: dict[str, Any], kind: str, reason: str, message: str) -> None:
+def _post_event(api: Kube, body: PlanBody, kind: str, reason: str, message: str) -> None:
     """Post an event on the plan; a failure to post is logged, never raised."""
     try:
         api.core.create_event(obj=body, kind=kind, reason=reason, message=message)

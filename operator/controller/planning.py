@@ -15,6 +15,7 @@ from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.conditions import condition
 from migplan.operator.dra.modes import check_mode
 from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.checks import offered_profiles, planned_verdicts
 from migplan.operator.preflight.checks import (
@@ -49,7 +50,7 @@ class PlanningResult:
 
 def plan_status(
     *,
-    body: dict[str, Any],
+    body: PlanBody,
     manifest: GPUPartitionPlan,
     api: Kube,
     catalog: Catalog,
@@ -167,7 +168,7 @@ def plan_status(
 
 
 def _kueue_records(
-    body: dict[str, Any],
+    body: PlanBody,
     plan: Plan,
     gpus: Sequence[GpuState],
     inventory: Inventory,

@@ -30,6 +30,7 @@ from migplan.operator.controller.rollout import (
     release_nodes,
 )
 from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.checks import Waiting
 from migplan.operator.kueue.hook import KueueHook
@@ -73,7 +74,7 @@ MESSAGE_LIMIT = 1024
 """Longest error message written into a condition or an event."""
 REBALANCE = "migplan.io/rebalance"
 """Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
-Events = Callable[[dict[str, Any], str, str, str], None]
+Events = Callable[[PlanBody, str, str, str], None]
 """(plan object, Normal|Warning, reason, message) -> posts an event on the plan."""
 
 
@@ -143,7 +144,7 @@ class PlanController:
         with self._guard:
             return self._locks.setdefault(name, threading.Lock())
 
-    def _manifest(self, body: dict[str, Any]) -> GPUPartitionPlan | None:
+    def _manifest(self, body: PlanBody) -> GPUPartitionPlan | None:
         """The plan, its actuator resolved to the default where it names none; or None after
         marking the plan Invalid."""
         name = body["metadata"]["name"]
@@ -156,12 +157,12 @@ class PlanController:
             return None
         return manifest.with_default_actuator(self.default_actuator)
 
-    def _write(self, body: dict[str, Any], status: dict[str, Any]) -> None:
+    def _write(self, body: PlanBody, status: dict[str, Any]) -> None:
         self.api.plans.patch_plan_status(name=body["metadata"]["name"], status=status)
 
     def _conclude(
         self,
-        body: dict[str, Any],
+        body: PlanBody,
         phase: PlanPhase,
         *,
         warning: tuple[str, str] | None = None,
@@ -219,7 +220,7 @@ class PlanController:
         metrics.set_phase(name, None)
 
     def _replan(
-        self, body: dict[str, Any], *, reason: str, manifest: GPUPartitionPlan | None = None
+        self, body: PlanBody, *, reason: str, manifest: GPUPartitionPlan | None = None
     ) -> None:
         """Plan `body` now (`manifest`: its spec, when the caller parsed it already)."""
         name = body["metadata"]["name"]
@@ -339,7 +340,7 @@ class PlanController:
         ]
 
     def _preflight_event(
-        self, body: dict[str, Any], *, before: list[dict[str, Any]], after: list[dict[str, Any]]
+        self, body: PlanBody, *, before: list[dict[str, Any]], after: list[dict[str, Any]]
     ) -> None:
         """A Warning event when preflight finds something new (not again on every re-plan)."""
         new = next((c for c in after if c.get("type") == "Preflight"), None)
@@ -350,7 +351,7 @@ class PlanController:
         self.events(body, "Warning", "Preflight", str(new.get("message")))
 
     def _rebalance_reason(
-        self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime, waiting: Waiting
+        self, body: PlanBody, manifest: GPUPartitionPlan, now: datetime, waiting: Waiting
     ) -> str | None:
         """Why the plan should be planned again now, if it should."""
         status = body.get("status") or {}
@@ -432,7 +433,7 @@ class PlanController:
             if failing:
                 self._clear_tick_failure(name)
 
-    def _advance(self, body: dict[str, Any], manifest: GPUPartitionPlan, now: datetime) -> None:
+    def _advance(self, body: PlanBody, manifest: GPUPartitionPlan, now: datetime) -> None:
         """Advance the rollout and refresh the plan's phase, progress and window fields."""
         name = body["metadata"]["name"]
         status = body.get("status") or {}
@@ -515,7 +516,7 @@ class PlanController:
                 update["staleReplans"] = tries + 1
         self._write_if_changed(body, update)
 
-    def _stepper(self, body: dict[str, Any], spec: PlanSpec) -> NodeStepper:
+    def _stepper(self, body: PlanBody, spec: PlanSpec) -> NodeStepper:
         return NodeStepper(
             api=self.api,
             plan=body["metadata"]["name"],
@@ -532,7 +533,7 @@ class PlanController:
             boundary=self.boundary,
         )
 
-    def _finish_in_hand(self, body: dict[str, Any]) -> None:
+    def _finish_in_hand(self, body: PlanBody) -> None:
         """The spec was edited into one the planner rejects mid-rollout: the nodes already in
         hand go on under the spec their rollout began with (drain timeout, rollback,
         uncordon by their own rules); no node is started and the phase stays Invalid."""
@@ -542,7 +543,7 @@ class PlanController:
             if record.in_progress:
                 stepper.advance(record)
 
-    def _rollout_spec(self, body: dict[str, Any]) -> PlanSpec:
+    def _rollout_spec(self, body: PlanBody) -> PlanSpec:
         """The spec the running rollout began under (recorded with it), else the defaults."""
         recorded = ((body.get("status") or {}).get("rollout") or {}).get("spec")
         for spec in (recorded, {"nodeSelector": {}, "dryRun": True}):
@@ -563,7 +564,7 @@ class PlanController:
             update = condition(TICK_FAILED, False, "Ticking", "", _generation(body))
             self._write(body, {"conditions": merge_conditions(previous, [update])})
 
-    def _write_if_changed(self, body: dict[str, Any], update: dict[str, Any]) -> None:
+    def _write_if_changed(self, body: PlanBody, update: dict[str, Any]) -> None:
         fresh = self.api.plans.get_plan(name=body["metadata"]["name"]) or body
         status = fresh.get("status") or {}
         if any(status.get(k) != v for k, v in update.items()):
@@ -578,5 +579,5 @@ def _condition(conditions: list[dict[str, Any]], kind: str) -> tuple[str | None,
     return None, None
 
 
-def _generation(body: dict[str, Any]) -> int:
+def _generation(body: PlanBody) -> int:
     return int(body["metadata"].get("generation", 0))

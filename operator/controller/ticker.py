@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 import structlog
 
@@ -22,6 +21,7 @@ from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.dra import steer
+from migplan.operator.kube.bodies import PlanBody
 from migplan.planner.rollout.records import NodeRollout
 from migplan.planner.rollout.schedule import parse_timestamp
 
@@ -168,7 +168,7 @@ class PlanTicker:
 
 
 def rollout_invariants(
-    *, plans: list[dict[str, Any]], cordoned: list[str], now: datetime
+    *, plans: Sequence[PlanBody], cordoned: list[str], now: datetime
 ) -> metrics.Invariants:
     """What the operator promises to converge, as numbers: nodes it holds cordoned, nodes
     in each rollout step (over every plan), and how long the oldest unfinished step has

@@ -4,7 +4,7 @@ objects migplan reads or makes (the GPU Operator's ClusterPolicy, kopf's peering
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -201,7 +201,7 @@ class Core:
         found.data = edit(dict(found.data or {}))
         core.replace_namespaced_config_map(name, namespace, found)
 
-    def create_event(self, *, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         """Post an event about `obj` (events of cluster-scoped objects live in `default`)."""
 
         meta = obj["metadata"]

@@ -8,6 +8,7 @@ from typing import Any, cast
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from migplan.operator.kube.bodies import NodePartitionBody, PlanBody
 from migplan.operator.kube.retry import retrying
 from migplan.planner.api.group import GROUP, NODE_PARTITIONS, PLANS, VERSION
 from migplan.planner.status import PlanStatus
@@ -22,7 +23,7 @@ class Plans:
 
     api: client.ApiClient
 
-    def get_plan(self, *, name: str) -> dict[str, Any] | None:
+    def get_plan(self, *, name: str) -> PlanBody | None:
         """The GPUPartitionPlan `name`, or None if it is gone."""
         try:
             found = client.CustomObjectsApi(self.api).get_cluster_custom_object(
@@ -32,12 +33,12 @@ class Plans:
             if exc.status == 404:
                 return None
             raise
-        return cast(dict[str, Any], found)
+        return cast(PlanBody, found)
 
-    def list_plans(self) -> list[dict[str, Any]]:
+    def list_plans(self) -> list[PlanBody]:
         """Every GPUPartitionPlan."""
         found = client.CustomObjectsApi(self.api).list_cluster_custom_object(GROUP, VERSION, PLANS)
-        return list(cast(dict[str, Any], found)["items"])
+        return cast(list[PlanBody], cast(dict[str, Any], found)["items"])
 
     @retrying
     def patch_plan_status(self, *, name: str, status: dict[str, Any]) -> None:
@@ -56,7 +57,7 @@ class Plans:
             GROUP, VERSION, PLANS, name, {"metadata": {"annotations": annotations}}
         )
 
-    def get_node_partition(self, *, name: str) -> dict[str, Any] | None:
+    def get_node_partition(self, *, name: str) -> NodePartitionBody | None:
         """The NodePartition `name`, or None if there is none."""
         try:
             found = client.CustomObjectsApi(self.api).get_cluster_custom_object(
@@ -66,14 +67,14 @@ class Plans:
             if exc.status == 404:
                 return None
             raise
-        return cast(dict[str, Any], found)
+        return cast(NodePartitionBody, found)
 
-    def list_node_partitions(self) -> list[dict[str, Any]]:
+    def list_node_partitions(self) -> list[NodePartitionBody]:
         """Every NodePartition."""
         found = client.CustomObjectsApi(self.api).list_cluster_custom_object(
             GROUP, VERSION, NODE_PARTITIONS
         )
-        return list(cast(dict[str, Any], found)["items"])
+        return cast(list[NodePartitionBody], cast(dict[str, Any], found)["items"])
 
     def create_node_partition(self, *, body: dict[str, Any]) -> bool:
         """Create the NodePartition unless one exists; whether it was created."""

@@ -9,10 +9,11 @@ twin unit tests drive (its behaviour is checked against a real API server in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from migplan.operator.kube.auth import Identity
+from migplan.operator.kube.bodies import NodePartitionBody, PlanBody
 
 
 class CoreApi(Protocol):
@@ -73,7 +74,7 @@ class CoreApi(Protocol):
     ) -> None:
         """Read-modify-write the ConfigMap's data (created if missing), again on a conflict."""
 
-    def create_event(self, *, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         """Post an event about `obj` (events of cluster-scoped objects live in `default`)."""
 
     def list_cluster_policies(self) -> list[dict[str, Any]] | None:
@@ -88,10 +89,10 @@ class CoreApi(Protocol):
 class PlansApi(Protocol):
     """GPUPartitionPlans and NodePartitions."""
 
-    def get_plan(self, *, name: str) -> dict[str, Any] | None:
+    def get_plan(self, *, name: str) -> PlanBody | None:
         """The GPUPartitionPlan `name`, or None if it is gone."""
 
-    def list_plans(self) -> list[dict[str, Any]]:
+    def list_plans(self) -> list[PlanBody]:
         """Every GPUPartitionPlan."""
 
     def patch_plan_status(self, *, name: str, status: dict[str, Any]) -> None:
@@ -101,10 +102,10 @@ class PlansApi(Protocol):
     def annotate_plan(self, *, name: str, annotations: dict[str, str | None]) -> None:
         """Merge `annotations` into the plan's metadata."""
 
-    def get_node_partition(self, *, name: str) -> dict[str, Any] | None:
+    def get_node_partition(self, *, name: str) -> NodePartitionBody | None:
         """The NodePartition `name`, or None if there is none."""
 
-    def list_node_partitions(self) -> list[dict[str, Any]]:
+    def list_node_partitions(self) -> list[NodePartitionBody]:
         """Every NodePartition."""
 
     def create_node_partition(self, *, body: dict[str, Any]) -> bool:

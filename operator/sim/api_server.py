@@ -24,15 +24,16 @@ import itertools
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.kube.auth import Identity
+from migplan.operator.kube.bodies import NodePartitionBody, PlanBody
 from migplan.operator.kube.core import PodReplacedError
 from migplan.operator.kube.dra import DRA_GROUP, DRA_VERSION, TAINT_RULES
 from migplan.operator.kube.kueue import KUEUE_GROUP, KUEUE_VERSION
@@ -426,7 +427,7 @@ class FakeCore:
         found["data"] = edit(dict(found.get("data") or {}))
         self.store.patch("configmaps", name, found, namespace=namespace, replace=True)
 
-    def create_event(self, *, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         meta = obj["metadata"]
         namespace = meta.get("namespace") or "default"
         event = {
@@ -454,11 +455,11 @@ class FakePlans:
 
     store: Store
 
-    def get_plan(self, *, name: str) -> dict[str, Any] | None:
-        return self.store.find(PLANS, name)
+    def get_plan(self, *, name: str) -> PlanBody | None:
+        return cast(PlanBody | None, self.store.find(PLANS, name))
 
-    def list_plans(self) -> list[dict[str, Any]]:
-        return self.store.list(PLANS)
+    def list_plans(self) -> list[PlanBody]:
+        return cast(list[PlanBody], self.store.list(PLANS))
 
     def patch_plan_status(self, *, name: str, status: dict[str, Any]) -> None:
         PlanStatus.model_validate(status)
@@ -467,11 +468,11 @@ class FakePlans:
     def annotate_plan(self, *, name: str, annotations: dict[str, str | None]) -> None:
         self.store.patch(PLANS, name, {"metadata": {"annotations": annotations}})
 
-    def get_node_partition(self, *, name: str) -> dict[str, Any] | None:
-        return self.store.find(NODE_PARTITIONS, name)
+    def get_node_partition(self, *, name: str) -> NodePartitionBody | None:
+        return cast(NodePartitionBody | None, self.store.find(NODE_PARTITIONS, name))
 
-    def list_node_partitions(self) -> list[dict[str, Any]]:
-        return self.store.list(NODE_PARTITIONS)
+    def list_node_partitions(self) -> list[NodePartitionBody]:
+        return cast(list[NodePartitionBody], self.store.list(NODE_PARTITIONS))
 
     def create_node_partition(self, *, body: dict[str, Any]) -> bool:
         try:

@@ -4,13 +4,13 @@ spec, the agent lays the GPUs out through NVML and reports in its status."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from migplan.operator.controller import mig_manager
 from migplan.operator.controller.actuators.base import Observed, Setting
 from migplan.operator.controller.actuators.reports import offered_mismatch, reported
 from migplan.operator.controller.steps import next_step, waiting
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL
+from migplan.operator.kube.bodies import ConditionBody
 from migplan.planner.api.nodepartition import NodePartition, NodePartitionSpec, NodePhase
 from migplan.planner.api.spec import DraMode
 from migplan.planner.rollout.records import NodeRollout, NodeStep
@@ -93,8 +93,9 @@ class AgentActuator:
             if mismatch is None:
                 return next_step(record, NodeStep.UNCORDONING, "applied")
             return waiting(record, mismatch)
-        ready: dict[str, Any] = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        ready: ConditionBody = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+            ConditionBody(),
         )
         failed = (
             status.get("phase") in AGENT_FAILURES

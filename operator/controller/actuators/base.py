@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from migplan.operator.controller.steps import seconds_in_step
 from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.kube.bodies import NodePartitionStatusBody
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.spec import DraMode
 from migplan.planner.rollout.records import NodeRollout
@@ -25,7 +26,7 @@ class Observed:
 
     layouts: dict[int, str]
     in_use: dict[int, dict[str, str]]
-    status: dict[str, Any] = field(default_factory=dict)
+    status: NodePartitionStatusBody = field(default_factory=NodePartitionStatusBody)
 
 
 @dataclass(frozen=True)
