@@ -29,6 +29,7 @@ from migplan.operator.nvml.errors import (
 )
 from migplan.planner.api.nodepartition import (
     Condition,
+    ConditionType,
     GpuObserved,
     NodePartitionSpec,
     NodePartitionStatus,
@@ -127,7 +128,9 @@ class NodeAgent:
         if restart_error is not None:
             phase = NodePhase.FAILED
             conditions.append(
-                new_condition("Ready", False, "ComponentsNotRestarted", restart_error, generation)
+                new_condition(
+                    ConditionType.READY, False, "ComponentsNotRestarted", restart_error, generation
+                )
             )
         elif phases == {GpuPhase.CONVERGED}:
             check = self._slices_match if spec.dra else self._allocatable_matches
@@ -135,7 +138,11 @@ class NodeAgent:
             phase = NodePhase.APPLIED if ready else NodePhase.WAITING_FOR_DEVICE_PLUGIN
             conditions.append(
                 new_condition(
-                    "Ready", ready, "Applied" if ready else "Allocatable", message, generation
+                    ConditionType.READY,
+                    ready,
+                    "Applied" if ready else "Allocatable",
+                    message,
+                    generation,
                 )
             )
         else:
@@ -151,10 +158,14 @@ class NodeAgent:
             )
             phase = NodePhase(worst.value)
             reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
-            conditions.append(new_condition("Ready", False, worst.value, reasons, generation))
+            conditions.append(
+                new_condition(ConditionType.READY, False, worst.value, reasons, generation)
+            )
         conditions.append(self._profiles_condition(generation))
         conditions.append(
-            new_condition("NvmlReady", True, "Loaded", "NVML answers on this node", generation)
+            new_condition(
+                ConditionType.NVML_READY, True, "Loaded", "NVML answers on this node", generation
+            )
         )
         applied = generation if phase is NodePhase.APPLIED else previous.get("appliedGeneration")
         status = NodePartitionStatus(
@@ -213,7 +224,9 @@ class NodeAgent:
             applied_generation=previous.get("appliedGeneration"),
             gpu_count=0,
             gpus=(),
-            conditions=(new_condition("NvmlReady", False, _camel(name), message, generation),),
+            conditions=(
+                new_condition(ConditionType.NVML_READY, False, _camel(name), message, generation),
+            ),
         )
         if self._write_status(status, previous):
             log.error("NVML unavailable", node=self.node, error=str(exc))
@@ -255,7 +268,7 @@ class NodeAgent:
             else ("NVML's profiles and placements match profiles/")
         )
         return new_condition(
-            "ProfilesMatch",
+            ConditionType.PROFILES_MATCH,
             not differences,
             "Mismatch" if differences else "Match",
             message,

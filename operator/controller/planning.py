@@ -28,6 +28,7 @@ from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
 from migplan.operator.skipped import Skipped
 from migplan.planner.api.inventory import GpuState, Inventory
+from migplan.planner.api.nodepartition import ConditionType
 from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PlanPhase
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
@@ -92,21 +93,21 @@ def plan_status(
     phase = PlanPhase.PLANNED if manifest.spec.dry_run else PlanPhase.PENDING
     conditions = [
         condition(
-            "Planned",
+            ConditionType.PLANNED,
             True,
             "Solved",
             f"{plan.solver.status} in {plan.solver.wall_seconds:.2f} s",
             generation,
         ),
         condition(
-            "Infeasible",
+            ConditionType.INFEASIBLE,
             bool(unmet),
             "DemandUnmet" if unmet else "DemandMet",
             "; ".join(r.reason or r.resource for r in unmet) or "all demand met",
             generation,
         ),
         condition(
-            "NodesLeftOut",
+            ConditionType.NODES_LEFT_OUT,
             bool(left_out),
             "AgentNotReported" if left_out else "AllNodesReported",
             (
@@ -117,7 +118,7 @@ def plan_status(
             else "every MIG-capable node's agent has reported",
             generation,
         ),
-        condition("Preflight", *preflight_summary(findings), generation),
+        condition(ConditionType.PREFLIGHT, *preflight_summary(findings), generation),
     ]
     status = {
         "phase": phase,

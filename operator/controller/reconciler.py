@@ -35,6 +35,7 @@ from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.checks import Waiting
 from migplan.operator.kueue.hook import KueueHook
 from migplan.operator.skipped import Skipped
+from migplan.planner.api.nodepartition import ConditionType
 from migplan.planner.api.spec import (
     Actuator,
     DraMode,
@@ -68,7 +69,7 @@ log = structlog.get_logger("migplan.operator")
 
 STALE_REPLANS = 3
 """Automatic re-plans after nodes were given up because the cluster changed under the plan."""
-TICK_FAILED = "TickFailed"
+TICK_FAILED = ConditionType.TICK_FAILED
 """Condition set while the plan's periodic work fails (cleared by the next good tick)."""
 MESSAGE_LIMIT = 1024
 """Longest error message written into a condition or an event."""
@@ -236,7 +237,9 @@ class PlanController:
         other = conflicting_plan(self.api, body)
         if other is not None:
             message = f"plan {other} selects some of the same nodes and came first: doing nothing"
-            conflict = condition("Conflict", True, "OverlappingSelector", message, generation)
+            conflict = condition(
+                ConditionType.CONFLICT, True, "OverlappingSelector", message, generation
+            )
             self._conclude(
                 body,
                 PlanPhase.CONFLICT,
@@ -266,7 +269,11 @@ class PlanController:
             new["conditions"]
             + [
                 condition(
-                    "Conflict", False, "NoOverlap", "no other plan selects these nodes", generation
+                    ConditionType.CONFLICT,
+                    False,
+                    "NoOverlap",
+                    "no other plan selects these nodes",
+                    generation,
                 )
             ],
         )
@@ -343,10 +350,10 @@ class PlanController:
         self, body: PlanBody, *, before: list[dict[str, Any]], after: list[dict[str, Any]]
     ) -> None:
         """A Warning event when preflight finds something new (not again on every re-plan)."""
-        new = next((c for c in after if c.get("type") == "Preflight"), None)
+        new = next((c for c in after if c.get("type") == ConditionType.PREFLIGHT), None)
         if new is None or new.get("reason") == "Passed":
             return
-        if _condition(before, "Preflight") == (new.get("status"), new.get("message")):
+        if _condition(before, ConditionType.PREFLIGHT) == (new.get("status"), new.get("message")):
             return
         self.events(body, "Warning", "Preflight", str(new.get("message")))
 
@@ -480,7 +487,7 @@ class PlanController:
                 status.get("conditions") or [],
                 [
                     condition(
-                        "Ready",
+                        ConditionType.READY,
                         phase is PlanPhase.READY,
                         phase.value,
                         f"{done} of {len(records)} nodes finished"
@@ -489,7 +496,7 @@ class PlanController:
                         generation,
                     ),
                     condition(
-                        "Progressing",
+                        ConditionType.PROGRESSING,
                         phase is PlanPhase.PROGRESSING,
                         "NodesInHand" if phase is PlanPhase.PROGRESSING else phase.value,
                         ", ".join(sorted(n for n, r in records.items() if r.in_progress))
@@ -497,7 +504,7 @@ class PlanController:
                         generation,
                     ),
                     condition(
-                        "Degraded",
+                        ConditionType.DEGRADED,
                         bool(failed),
                         "NodesNotReconfigured" if failed else "AllNodesOk",
                         "; ".join(f"{n}: {records[n].message}" for n in failed) or "none",

@@ -50,6 +50,24 @@ class NodePartitionSpec(CamelModel):
     )
 
 
+class ConditionType(StrEnum):
+    """The conditions migplan writes: on plans (Ready, Progressing, Degraded, Conflict,
+    Preflight, TickFailed, Planned, Infeasible, NodesLeftOut) and on NodePartitions (Ready,
+    NvmlReady, ProfilesMatch)."""
+
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    CONFLICT = "Conflict"
+    PREFLIGHT = "Preflight"
+    TICK_FAILED = "TickFailed"
+    NVML_READY = "NvmlReady"
+    PROFILES_MATCH = "ProfilesMatch"
+    PLANNED = "Planned"
+    INFEASIBLE = "Infeasible"
+    NODES_LEFT_OUT = "NodesLeftOut"
+
+
 class Condition(CamelModel):
     """A standard Kubernetes condition."""
 

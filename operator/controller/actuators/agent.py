@@ -11,7 +11,12 @@ from migplan.operator.controller.actuators.reports import offered_mismatch, repo
 from migplan.operator.controller.steps import next_step, waiting
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL
 from migplan.operator.kube.bodies import ConditionBody
-from migplan.planner.api.nodepartition import NodePartition, NodePartitionSpec, NodePhase
+from migplan.planner.api.nodepartition import (
+    ConditionType,
+    NodePartition,
+    NodePartitionSpec,
+    NodePhase,
+)
 from migplan.planner.api.spec import DraMode
 from migplan.planner.rollout.records import NodeRollout, NodeStep
 
@@ -94,7 +99,7 @@ class AgentActuator:
                 return next_step(record, NodeStep.UNCORDONING, "applied")
             return waiting(record, mismatch)
         ready: ConditionBody = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+            (c for c in status.get("conditions") or [] if c.get("type") == ConditionType.READY),
             ConditionBody(),
         )
         failed = (

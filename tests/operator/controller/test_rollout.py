@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
+from migplan.operator.controller import mig_manager
+from migplan.operator.controller.actuators.base import DEFAULT_MIG_CONFIG_MAP
 from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
+from migplan.operator.dra import steer
 from migplan.operator.sim.api_server import InMemoryCluster
+from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
 from migplan.planner.api.group import API_VERSION, PLANS
 from migplan.planner.api.nodepartition import GpuTarget, NodePhase
+from migplan.planner.api.spec import Actuator, DraMode
 from migplan.planner.rollout.records import NodeRollout, NodeStep
 
 PLAN = "p"
@@ -403,3 +408,119 @@ def test_a_crash_at_any_step_boundary_resumes_and_converges(
         ("delete", "pods", "frag")
     ]
     assert layout_written(cluster) == AFTER
+
+
+def _labels(cluster: InMemoryCluster) -> dict[str, str]:
+    return dict(cluster.core.get_node(name=NODE).metadata.labels or {})
+
+
+def _mig_manager_reports(cluster: InMemoryCluster, state: str, layout: str | None) -> None:
+    """mig-manager's state label; with a layout, the GPU as it left it (the agent reports)."""
+    cluster.core.patch_node(
+        name=NODE, body={"metadata": {"labels": {mig_manager.STATE_LABEL: state}}}
+    )
+    if layout is not None:
+        report(cluster, layout=layout, in_use={})
+
+
+def test_mig_manager_gets_the_config_once_kubelet_can_have_put_it_in_its_file(
+    cluster: InMemoryCluster,
+) -> None:
+    clock = Clock()
+    steps = stepper(cluster, clock, actuator=Actuator.MIG_MANAGER, mig_config_propagation=90.0)
+    waiting = steps.advance(record())
+    assert waiting.step is NodeStep.PARTITIONING
+    assert "for kubelet to put" in (waiting.message or "")
+    namespace, name = DEFAULT_MIG_CONFIG_MAP
+    entries = cluster.core.get_config_map_data(namespace=namespace, name=name)
+    assert waiting.mig_config is not None
+    assert waiting.mig_config in entries["config.yaml"]
+    assert not cluster.plans.get_node_partition(name=NODE)["spec"]["gpus"]  # reports only
+    assert mig_manager.CONFIG_LABEL not in _labels(cluster)
+    clock.wait(91)
+    handed = steps.advance(recorded(cluster))
+    assert handed.step is NodeStep.VERIFYING
+    assert _labels(cluster)[mig_manager.CONFIG_LABEL] == waiting.mig_config
+    _mig_manager_reports(cluster, "success", AFTER)
+    agent_applies_resources(cluster, AFTER)
+    done = steps.advance(recorded(cluster))
+    assert done.step is NodeStep.DONE
+    assert done.message == "reconfigured"
+    assert not cordoned(cluster)
+
+
+def test_mig_manager_failing_is_retried_once_under_the_fresh_name(
+    cluster: InMemoryCluster,
+) -> None:
+    clock = Clock()
+    steps = stepper(cluster, clock, actuator=Actuator.MIG_MANAGER, mig_config_propagation=90.0)
+    steps.advance(record())
+    clock.wait(91)
+    first = steps.advance(recorded(cluster))
+    _mig_manager_reports(cluster, "failed", None)
+    noted = steps.advance(recorded(cluster))
+    assert noted.step is NodeStep.VERIFYING
+    assert "retrying once" in (noted.message or "")
+    assert _labels(cluster)[mig_manager.CONFIG_LABEL] == first.mig_config
+    clock.wait(91)
+    retried = steps.advance(recorded(cluster))
+    assert retried.mig_config == first.mig_config_retry
+    assert _labels(cluster)[mig_manager.CONFIG_LABEL] == first.mig_config_retry
+    _mig_manager_reports(cluster, "failed", None)
+    final = steps.advance(recorded(cluster))
+    assert final.step is NodeStep.FAILED
+    assert "failed for the retry too" in (final.failure or "")
+    assert not cordoned(cluster)
+
+
+def agent_applies_resources(cluster: InMemoryCluster, layout: str) -> None:
+    """The device plugin offers what `layout` holds."""
+    current = cluster.core.get_node(name=NODE).status.allocatable or {}
+    resources = {**{k: None for k in current if k.startswith(RESOURCE)}, **allocatable(layout)}
+    cluster.core.patch_node_status(name=NODE, status={"allocatable": resources})
+
+
+@pytest.fixture
+def steered(cluster: InMemoryCluster, catalog: Any) -> InMemoryCluster:
+    """The node's GPU published by NVIDIA's DRA driver in DynamicMIG mode (its slots), with
+    DeviceTaintRules served; no claim holds an instance."""
+    cluster.dra.serving = True
+    cluster.dra.taint_rules = True
+    gpu = PublishedGpu(minor=0, uuid="GPU-0", model=catalog.model("H100-80GB"))
+    for published in resource_slices(NODE, [gpu], mode="dynamic"):
+        cluster.dra.apply_resource_slice(body=published)
+    return cluster
+
+
+def test_a_steered_node_gets_its_taint_rules_without_a_cordon(steered: InMemoryCluster) -> None:
+    clock = Clock()
+    steps = stepper(steered, clock, dra_mode=DraMode.STEER)
+    start = NodeRollout(
+        node=NODE,
+        before=(GpuTarget(index=0, layout="-"),),
+        gpus=(GpuTarget(index=0, layout=AFTER),),
+        disruptive=False,
+    )
+    final = steps.advance(start)
+    assert final.step is NodeStep.DONE
+    assert final.message == "reconfigured"
+    rules = steered.dra.list_taint_rules(label_selector=steer.PLAN_LABEL)
+    assert rules  # every slot outside 7g.80gb@0 is tainted
+    assert not cordoned(steered)
+
+
+def test_steering_without_dynamic_mig_slots_leaves_the_node_alone(
+    cluster: InMemoryCluster,
+) -> None:
+    cluster.dra.serving = True
+    cluster.dra.taint_rules = True
+    start = NodeRollout(
+        node=NODE,
+        before=(),
+        gpus=(GpuTarget(index=0, layout=AFTER),),
+        disruptive=False,
+    )
+    final = stepper(cluster, Clock(), dra_mode=DraMode.STEER).advance(start)
+    assert final.step is NodeStep.ROLLED_BACK
+    assert "publishes no DynamicMIG slots" in (final.message or "")
+    assert not cluster.dra.list_taint_rules(label_selector=steer.PLAN_LABEL)
