@@ -17,16 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from migplan.operator.dra.claims import ClaimReader
-from migplan.operator.dra.inventory import (
-    DraState,
-    claim_reader,
-    claim_requests,
-    nodes_from_slices,
-    read_state,
-    with_held,
-    workload_claims,
-)
+from migplan.operator.dra.inventory import DraReading, read_dra
 from migplan.operator.kube.bodies import NodePartitionBody
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import read_pending
@@ -125,7 +116,7 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
     server serves resource.k8s.io/v1."""
     catalog = catalog or default_catalog()
     partitions = {p["metadata"]["name"]: p for p in api.plans.list_node_partitions()}
-    dra, unreadable = read_state(api)
+    dra = read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
     skipped: list[Skipped] = []
     checked: dict[Any, str | None] = {}
@@ -155,20 +146,13 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
             left_out_labels[name] = labels
             continue
         nodes.append(reported)
-    if dra is not None:
-        nodes = with_held(nodes, dra.held())
-        dynamic = nodes_from_slices(dra, labels=left_out_labels, skip=[n.name for n in nodes])
-        for node in dynamic:
-            left_out.pop(node.name, None)
-            left_out_labels.pop(node.name, None)
-        nodes += dynamic
-    reader = claim_reader(dra, nodes=nodes, catalog=catalog) if dra is not None else None
+    nodes = dra.nodes(nodes, left_out=left_out, left_out_labels=left_out_labels, catalog=catalog)
     pending = []
     for pod in api.core.pending_pods():
         if not _unschedulable(pod):
             continue
         found = guarded(
-            partial(_pending_pod, pod, dra=dra, reader=reader),
+            partial(_pending_pod, pod, dra=dra),
             skipped=skipped,
             api_version="v1",
             kind="Pod",
@@ -182,19 +166,9 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
         namespaces=api.core.namespace_labels(),
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
-        workloads=tuple(
-            read_pending(
-                api,
-                template_claims=(
-                    partial(workload_claims, state=dra, reader=reader)
-                    if dra is not None and reader is not None
-                    else None
-                ),
-                skipped=skipped,
-            )
-        ),
+        workloads=tuple(read_pending(api, template_claims=dra.template_claims(), skipped=skipped)),
     )
-    notes = list(dra.notes) if dra is not None else ([unreadable] if unreadable else [])
+    notes = dra.notes()
     return ClusterSnapshot(
         inventory=inventory,
         left_out=left_out,
@@ -204,18 +178,12 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
     )
 
 
-def _pending_pod(
-    pod: Any, *, dra: DraState | None, reader: ClaimReader | None
-) -> PendingPod | None:
+def _pending_pod(pod: Any, *, dra: DraReading) -> PendingPod | None:
     """What a pending pod asks for (None: nothing MIG); raises ValidationError when the pod
     breaks the planner's bounds."""
     extended = _extended_requests(pod)
     wanted = {k: v for k, v in extended.items() if is_mig_resource(k)}
-    claims = (
-        claim_requests(pod, state=dra, reader=reader, extended=extended)
-        if dra is not None and reader is not None
-        else []
-    )
+    claims = dra.pod_claims(pod, extended=extended)
     if not wanted and not claims:
         return None
     return PendingPod(

@@ -11,8 +11,9 @@ and pending pods' claims as either/or demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -218,3 +219,66 @@ def read_state(api: Kube) -> tuple[DraState | None, str | None]:
             "resourceclaims, resourceclaimtemplates, deviceclasses): claims are not counted"
         )
     return state, None
+
+
+@dataclass
+class DraReading:
+    """The inventory reader's one way into DRA: the nodes NVIDIA's driver publishes and the
+    instances claims hold, what pending pods and Kueue pod sets ask for through claims, and
+    the notes for the plan's status. Nothing happens where DRA is not served."""
+
+    state: DraState | None
+    unreadable: str | None = None
+    """Why DRA's objects could not be read, where they could not."""
+    _reader: ClaimReader | None = field(default=None, init=False)
+
+    def nodes(
+        self,
+        reported: Sequence[NodeInfo],
+        *,
+        left_out: dict[str, str],
+        left_out_labels: dict[str, dict[str, str]],
+        catalog: Catalog,
+    ) -> list[NodeInfo]:
+        """`reported` (the agents' nodes) with the instances claims hold, and the nodes the
+        driver publishes in DynamicMIG mode (no longer left out); claims are read against
+        every GPU model among them from here on."""
+        nodes = list(reported)
+        if self.state is not None:
+            nodes = with_held(nodes, self.state.held())
+            dynamic = nodes_from_slices(
+                self.state, labels=left_out_labels, skip=[n.name for n in nodes]
+            )
+            for node in dynamic:
+                left_out.pop(node.name, None)
+                left_out_labels.pop(node.name, None)
+            nodes += dynamic
+            self._reader = claim_reader(self.state, nodes=nodes, catalog=catalog)
+        return nodes
+
+    def pod_claims(self, pod: Any, *, extended: Mapping[str, int]) -> list[ClaimRequest]:
+        """What a pending pod asks for through DRA (nothing where DRA is not served)."""
+        if self.state is None or self._reader is None:
+            return []
+        return claim_requests(pod, state=self.state, reader=self._reader, extended=extended)
+
+    def template_claims(
+        self,
+    ) -> Callable[[str, Mapping[str, Any], str], list[ClaimRequest]] | None:
+        """What one pod of a Kueue pod set asks for through DRA; None where DRA is not
+        served."""
+        if self.state is None or self._reader is None:
+            return None
+        return partial(workload_claims, state=self.state, reader=self._reader)
+
+    def notes(self) -> list[str]:
+        """What the plan's status should say about DRA."""
+        if self.state is not None:
+            return list(self.state.notes)
+        return [self.unreadable] if self.unreadable else []
+
+
+def read_dra(api: Kube) -> DraReading:
+    """DRA as the inventory reader sees it, read once per pass."""
+    state, unreadable = read_state(api)
+    return DraReading(state, unreadable)
