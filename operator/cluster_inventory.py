@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from migplan.operator.dra.inventory import DraReading, read_dra
 from migplan.operator.kube.bodies import NodePartitionBody
+from migplan.operator.kube.quantities import device_count
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import read_pending
 from migplan.operator.skipped import Skipped, guarded, why_invalid
@@ -88,11 +89,9 @@ def _extended_requests(pod: Any) -> dict[str, int]:
             **((resources and resources.limits) or {}),
         }
         for key, value in limits.items():
-            if "/" in key:
-                try:
-                    wanted[key] = wanted.get(key, 0) + int(value)
-                except ValueError:
-                    continue
+            count = device_count(value)
+            if "/" in key and count is not None:
+                wanted[key] = wanted.get(key, 0) + count
     return wanted
 
 

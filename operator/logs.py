@@ -40,6 +40,12 @@ def _renderer(*, as_json: bool) -> structlog.typing.Processor:
     return structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
 
 
+def _tracebacks(*, as_json: bool) -> list[structlog.typing.Processor]:
+    """An event logged with exc_info keeps its stack: as structured frames in JSON (the
+    console renderer prints the traceback itself)."""
+    return [structlog.processors.dict_tracebacks] if as_json else []
+
+
 def _kubernetes_object(
     _: object, __: str, event: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
@@ -64,6 +70,7 @@ def stdlib_formatter() -> logging.Formatter:
         ],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *_tracebacks(as_json=_rendering["json"]),
             _renderer(as_json=_rendering["json"]),
         ],
     )
@@ -85,6 +92,7 @@ def configure_logging(*, level: str = "info", json: bool | None = None) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *_tracebacks(as_json=as_json),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),

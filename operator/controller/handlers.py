@@ -128,7 +128,9 @@ def _lead(runtime: Runtime) -> None:
         try:
             controller.resumed(str(plan["metadata"]["name"]))
         except Exception as exc:  # the ticker retries; one plan must not block the rest
-            log.error("resume failed", plan=plan["metadata"]["name"], error=repr(exc))
+            log.error(
+                "resume failed", plan=plan["metadata"]["name"], error=repr(exc), exc_info=True
+            )
     runtime.ticker.start()
 
 

@@ -87,7 +87,12 @@ class PlanTicker:
             try:
                 self.controller.tick(name)
             except Exception as exc:  # one plan's trouble must not stop the others
-                log.error("tick failed", plan=name, error=f"{type(exc).__name__}: {exc}"[:1000])
+                log.error(
+                    "tick failed",
+                    plan=name,
+                    error=f"{type(exc).__name__}: {exc}"[:1000],
+                    exc_info=True,
+                )
             self.beat()
         cordoned = self._cordoned()
         for owner in sorted(set(cordoned.values()) - names):
@@ -149,7 +154,9 @@ class PlanTicker:
             try:
                 self.tick_all()
             except Exception as exc:  # the API may be away for a while; try again
-                log.error("tick round failed", error=f"{type(exc).__name__}: {exc}"[:1000])
+                log.error(
+                    "tick round failed", error=f"{type(exc).__name__}: {exc}"[:1000], exc_info=True
+                )
             self.beat()  # a round that failed on the API still ran: not wedged
             self._stop.wait(max(0.05, self.interval - (time.monotonic() - started)))
 

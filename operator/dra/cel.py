@@ -54,10 +54,11 @@ class Quantity:
         return self.value < other.value
 
 
-@total_ordering
 @dataclass(frozen=True)
 class SemVer:
-    """A semantic version (`550.54.15`); a pre-release sorts before its release."""
+    """A semantic version (`550.54.15`, `1.0.0-rc.10`) as published: parsed and printed only.
+    Selectors compare versions in the CEL helper, with Kubernetes' own semver library; an
+    ordering here would be a second, unchecked one."""
 
     major: int
     minor: int
@@ -76,15 +77,6 @@ class SemVer:
     def text(self) -> str:
         """`550.54.15`, or `1.2.3-rc.1` for a pre-release."""
         return f"{self.major}.{self.minor}.{self.patch}" + (f"-{self.pre}" if self.pre else "")
-
-    def key(self) -> tuple[int, int, int, int, str]:
-        """Sort key: a release after its pre-releases."""
-        return (self.major, self.minor, self.patch, 0 if self.pre else 1, self.pre)
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, SemVer):
-            return NotImplemented
-        return self.key() < other.key()
 
 
 @dataclass(frozen=True)

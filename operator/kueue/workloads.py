@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
+from migplan.operator.kube.quantities import device_count
 from migplan.operator.kube.seam import Kube
 from migplan.operator.skipped import Skipped, guarded
 from migplan.planner.api.group import GROUP
@@ -64,11 +65,9 @@ def _requests(template: Mapping[str, Any]) -> dict[str, int]:
         resources = container.get("resources") or {}
         merged = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         for key, value in merged.items():
-            if is_mig_resource(key):
-                try:
-                    wanted[key] = wanted.get(key, 0) + int(value)
-                except ValueError:
-                    continue
+            count = device_count(value)
+            if is_mig_resource(key) and count is not None:
+                wanted[key] = wanted.get(key, 0) + count
     return wanted
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 
 import pytest
 import structlog
@@ -100,3 +102,39 @@ def test_each_event_reaches_the_stream_in_one_write(monkeypatch) -> None:
     assert line.endswith("\n")
     assert line.count("\n") == 1
     assert json.loads(line)["node"] == "gpu-1"
+
+
+def _fails_deep_inside() -> None:
+    raise RuntimeError("the API server is away")
+
+
+def test_a_logged_exception_keeps_its_stack_in_json(capsys) -> None:
+    configure_logging(level="info", json=True)
+    try:
+        _fails_deep_inside()
+    except RuntimeError:
+        structlog.get_logger().exception("pass failed", node="n1")
+    event = json.loads(capsys.readouterr().err.strip())
+    (raised,) = event["exception"]
+    assert raised["exc_type"] == "RuntimeError"
+    assert raised["exc_value"] == "the API server is away"
+    assert "_fails_deep_inside" in [frame["name"] for frame in raised["frames"]]
+    assert "exc_info" not in event
+
+
+def test_a_kopf_record_with_an_exception_keeps_its_stack(capsys) -> None:
+    configure_logging(level="info", json=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(stdlib_formatter())
+    logger = logging.getLogger("kopf.objects.test")
+    logger.addHandler(handler)
+    try:
+        try:
+            _fails_deep_inside()
+        except RuntimeError:
+            logger.exception("Handler 'on_spec' failed")
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    event = next(e for e in lines if e["event"] == "Handler 'on_spec' failed")
+    assert "_fails_deep_inside" in [f["name"] for f in event["exception"][0]["frames"]]

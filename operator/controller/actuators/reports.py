@@ -8,6 +8,7 @@ from collections import Counter
 from migplan.operator.controller.actuators.base import Observed
 from migplan.operator.dra import steer
 from migplan.operator.dra.devices import DeviceKind
+from migplan.operator.kube.quantities import device_count
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.spec import DraMode
 from migplan.planner.hardware.layout import Layout
@@ -37,7 +38,9 @@ def offered_mismatch(
     for layout in layouts.values():
         want.update(resource_name(i.profile) for i in Layout.parse(layout).instances)
     allocatable = api.core.get_node(name=node).status.allocatable or {}
-    have = Counter({k: int(v) for k, v in allocatable.items() if is_mig_resource(k) and int(v)})
+    have = Counter(
+        {k: n for k, v in allocatable.items() if is_mig_resource(k) and (n := device_count(v))}
+    )
     if have == want:
         return None
     return f"waiting for the device plugin: node offers {dict(have)}, NVML has {dict(want)}"

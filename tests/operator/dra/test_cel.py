@@ -214,11 +214,24 @@ def test_devices_are_sent_as_a_resource_slice_publishes_them() -> None:
     }
 
 
-def test_versions_order_pre_releases_first() -> None:
-    assert SemVer.parse("1.2.3-rc.1") < SemVer.parse("1.2.3") < SemVer.parse("1.10.0")
-    assert SemVer.parse("1.2.3-rc.1").text() == "1.2.3-rc.1"
-    with pytest.raises(ValueError, match="not a semantic version"):
-        SemVer.parse("1.2")
+@pytest.mark.parametrize(
+    ("published", "selector", "selected"),
+    [
+        ("1.0.0-rc.10", "isGreaterThan(semver('1.0.0-rc.9'))", True),
+        ("1.0.0-rc.9", "isLessThan(semver('1.0.0-rc.10'))", True),
+        ("1.0.0-rc.10", "isLessThan(semver('1.0.0'))", True),
+        ("1.10.0", "isGreaterThan(semver('1.9.0'))", True),
+    ],
+)
+def test_versions_order_as_kubernetes_semver_orders_them(
+    published: str, selector: str, selected: bool
+) -> None:
+    device = Device(
+        driver="gpu.nvidia.com",
+        attributes={"gpu.nvidia.com": {"driverVersion": SemVer.parse(published)}},
+    )
+    expression = f"device.attributes['gpu.nvidia.com'].driverVersion.{selector}"
+    assert selects(expression, device=device) is selected
 
 
 def test_compiled_selectors_are_held_within_a_memory_bound() -> None:

@@ -27,15 +27,13 @@ def test_quantities_compare_by_value() -> None:
     assert Quantity.parse("1").__lt__(1) is NotImplemented
 
 
-def test_versions_parse_print_and_order() -> None:
+def test_versions_parse_and_print_but_leave_ordering_to_kubernetes_semver() -> None:
     assert SemVer.parse("550.54.15") == SemVer(550, 54, 15)
     assert SemVer.parse("1.2.3+build.7").text() == "1.2.3"
-    assert SemVer.parse("1.2.3-rc.1") == SemVer(1, 2, 3, "rc.1")
-    ordered = ["0.9.9", "1.2.3-alpha", "1.2.3-beta", "1.2.3", "1.2.4", "1.10.0", "2.0.0"]
-    parsed = [SemVer.parse(v) for v in ordered]
-    assert sorted(parsed[i] for i in (3, 0, 6, 2, 5, 1, 4)) == parsed
-    assert not SemVer.parse("1.2.3") < SemVer.parse("1.2.3")
-    assert SemVer.parse("1.2.3").__lt__("1.2.3") is NotImplemented
+    assert SemVer.parse("1.0.0-rc.10") == SemVer(1, 0, 0, "rc.10")
+    assert SemVer.parse("1.0.0-rc.10").text() == "1.0.0-rc.10"
+    with pytest.raises(TypeError):
+        assert SemVer.parse("1.0.0-rc.9") < SemVer.parse("1.0.0-rc.10")
     for bad in ("1.2", "01.2.3", "v1.2.3", "1.2.3-"):
         with pytest.raises(ValueError, match=f"'{bad}' is not a semantic version"):
             SemVer.parse(bad)
@@ -106,12 +104,8 @@ def test_a_device_allows_one_allocation_unless_it_says_otherwise() -> None:
     assert Device(driver="d").published()["allowMultipleAllocations"] is False
 
 
-def test_quantities_and_versions_take_every_comparison() -> None:
+def test_quantities_take_every_comparison() -> None:
     small, large = Quantity.parse("1"), Quantity.parse("2")
     assert small <= large
     assert large >= small
     assert small <= Quantity.parse("1000m")
-    old, new = SemVer(1, 2, 3), SemVer(1, 3, 0)
-    assert old <= new
-    assert new >= old
-    assert old <= SemVer(1, 2, 3)

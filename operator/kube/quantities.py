@@ -1,0 +1,17 @@
+"""Kubernetes quantities as device counts, parsed by the Kubernetes client's own rules."""
+
+from __future__ import annotations
+
+from kubernetes.utils import parse_quantity
+
+
+def device_count(value: object) -> int | None:
+    """A count of devices from a quantity as Kubernetes writes it (`2`, `2e0`, `1k`); None
+    for what is not a quantity or not a whole number (devices do not come in fractions)."""
+    try:
+        quantity = parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
+    if quantity < 0 or quantity != quantity.to_integral_value():
+        return None
+    return int(quantity)
