@@ -8,24 +8,31 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from migplan.planner.rollout.records import FINISHED, NodeStep
+
+FINISHED_STEPS = tuple(step.value for step in FINISHED)
+ALL_STEPS = tuple(step.value for step in NodeStep)
 PLANS = Gauge("migplan_plans", "GPUPartitionPlans by phase", ["phase"])
 NODES_RECONFIGURED = Counter(
-    "migplan_nodes_reconfigured_total", "Nodes whose rollout finished", ["result"]
+    "migplan_nodes_reconfigured_total", "Nodes whose rollout finished", ["plan", "result"]
 )
-EVICTIONS = Counter("migplan_evictions_total", "Pods evicted through the Eviction API")
+EVICTIONS = Counter("migplan_evictions_total", "Pods evicted through the Eviction API", ["plan"])
 EVICTIONS_REFUSED = Counter(
-    "migplan_evictions_refused_total", "Evictions refused (429), mostly by disruption budgets"
+    "migplan_evictions_refused_total",
+    "Evictions refused (429), mostly by disruption budgets",
+    ["plan"],
 )
 PLANNER_SECONDS = Histogram(
     "migplan_planner_seconds",
     "Wall time of one planning (inventory read, solve, validate)",
+    ["plan"],
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 DEMAND_MET = Gauge("migplan_demand_met_ratio", "Share of the plan's demand met", ["plan"])
 STEP_SECONDS = Histogram(
     "migplan_rollout_step_seconds",
     "Time a node spent in a rollout step",
-    ["step"],
+    ["plan", "step"],
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
 )
 
@@ -70,8 +77,7 @@ def set_phase(plan: str, phase: str | None) -> None:
     with _lock:
         if phase is None:
             _phases.pop(plan, None)
-            with contextlib.suppress(KeyError):
-                DEMAND_MET.remove(plan)
+            _forget(plan)
         else:
             _phases[plan] = phase
         counts: dict[str, int] = {}
@@ -80,3 +86,16 @@ def set_phase(plan: str, phase: str | None) -> None:
         PLANS.clear()
         for value, count in counts.items():
             PLANS.labels(phase=value).set(count)
+
+
+def _forget(plan: str) -> None:
+    """Drop a deleted plan's series (a counter of a plan that is gone only misleads)."""
+    for metric in (DEMAND_MET, EVICTIONS, EVICTIONS_REFUSED, PLANNER_SECONDS):
+        with contextlib.suppress(KeyError):
+            metric.remove(plan)
+    for result in FINISHED_STEPS:
+        with contextlib.suppress(KeyError):
+            NODES_RECONFIGURED.remove(plan, result)
+    for step in ALL_STEPS:
+        with contextlib.suppress(KeyError):
+            STEP_SECONDS.remove(plan, step)

@@ -261,7 +261,7 @@ class PlanController:
         except MigplanInputError as exc:
             self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))
             return
-        metrics.PLANNER_SECONDS.observe(time.monotonic() - started)
+        metrics.PLANNER_SECONDS.labels(plan=name).observe(time.monotonic() - started)
         self._warn_skipped(result.skipped)
         new = result.status
         new["conditions"] = merge_conditions(

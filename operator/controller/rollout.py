@@ -132,7 +132,7 @@ class NodeStepper:
         now = self.clock()
         if record.step is not previous.step:
             if previous.since:
-                metrics.STEP_SECONDS.labels(step=previous.step.value).observe(
+                metrics.STEP_SECONDS.labels(plan=self.plan, step=previous.step.value).observe(
                     (now - parse_timestamp(previous.since)).total_seconds()
                 )
             record = record.model_copy(update={"since": timestamp(now)})
@@ -151,7 +151,7 @@ class NodeStepper:
         )
         if record.finished:
             result = record.step.value
-            metrics.NODES_RECONFIGURED.labels(result=result).inc()
+            metrics.NODES_RECONFIGURED.labels(plan=self.plan, result=result).inc()
             kind = "Normal" if record.step is NodeStep.DONE else "Warning"
             self.events(kind, f"Node{result}", f"{record.node}: {record.message or result}")
         self.boundary("before", record.step)
@@ -308,11 +308,11 @@ class NodeStepper:
         except PodReplacedError:
             return _Eviction.REPLACED, None
         if refusal is None:
-            metrics.EVICTIONS.inc()
+            metrics.EVICTIONS.labels(plan=self.plan).inc()
             log.info("evicted", plan=self.plan, node=record.node, pod=pod)
             self.events("Normal", "Evicted", f"{pod} evicted from {record.node}")
             return _Eviction.TERMINATING, None
-        metrics.EVICTIONS_REFUSED.inc()
+        metrics.EVICTIONS_REFUSED.labels(plan=self.plan).inc()
         tries = (last.tries if last else 0) + 1
         backoff = min(2.0 * 2**tries, 60.0)
         self._refusals[pod] = _Refusal(refusal, tries, time.monotonic() + backoff)

@@ -21,6 +21,8 @@ from typing import Any
 
 from nodes import gpu_node, mig_pod, reported
 from operator_proc import free_port, running_operator
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from waiting import wait_for
 
 from migplan.operator.kube.connect import connect
@@ -252,11 +254,11 @@ def run_fleet(
             )
             run.figures["operator_peak_rss_mib"] = _memory_mib(proc.pid)
             metrics = _metrics(port)
-            run.figures["planner_s_mean"] = metrics["migplan_planner_seconds_sum"] / max(
-                1.0, metrics["migplan_planner_seconds_count"]
+            run.figures["planner_s_mean"] = metrics.total("migplan_planner_seconds_sum") / max(
+                1.0, metrics.total("migplan_planner_seconds_count")
             )
-            run.figures["nodes_reconfigured"] = metrics.get(
-                'migplan_nodes_reconfigured_total{result="Done"}', 0.0
+            run.figures["nodes_reconfigured"] = metrics.total(
+                "migplan_nodes_reconfigured_total", result="Done"
             )
         run.cordoned = [
             n["metadata"]["name"]
@@ -269,11 +271,21 @@ def run_fleet(
     return run
 
 
-def _metrics(port: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class _Scraped:
+    """One /metrics answer."""
+
+    samples: list[Sample]
+
+    def total(self, name: str, **labels: str) -> float:
+        """The sum of the samples `name` with `labels` (over every plan)."""
+        return sum(
+            s.value
+            for s in self.samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+        )
+
+
+def _metrics(port: int) -> _Scraped:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    values = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            values[key] = float(value)
-    return values
+    return _Scraped([s for f in text_string_to_metric_families(text) for s in f.samples])

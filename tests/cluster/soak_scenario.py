@@ -35,6 +35,7 @@ from invariants import assert_converged, plan_events
 from nodes import gpu_node, mig_pod, reported
 from operator_proc import free_port, running_operator
 from pools import apply
+from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
 from migplan.operator.kube.connect import connect
@@ -185,12 +186,14 @@ def _api_requests(port: int) -> Counter[str]:
     return found
 
 
-def _metric(port: int, name: str) -> float:
+def _metric(port: int, name: str, **labels: str) -> float:
+    """The sum of the samples `name` with `labels` (every plan's, where it has a plan label)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(name) and not line.startswith("#")
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
     )
 
 
@@ -353,7 +356,7 @@ def _churn(
         1.0, run.figures["plans"]
     )
     run.figures["nodes_reconfigured"] = _metric(
-        port, 'migplan_nodes_reconfigured_total{result="Done"}'
+        port, "migplan_nodes_reconfigured_total", result="Done"
     )
 
 

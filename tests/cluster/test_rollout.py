@@ -82,7 +82,7 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds, operator_ku
         conditions = {c["type"]: c["status"] for c in status["conditions"]}
         assert conditions["Ready"] == "True"
         assert conditions["Degraded"] == "False"
-        assert "migplan_evictions_total 1.0" in metrics
+        assert 'migplan_evictions_total{plan="ro"} 1.0' in metrics
         assert re.search(r'^migplan_plans\{phase="Ready"\} [1-9]', metrics, re.MULTILINE)
         events = cp.kubectl(
             "get", "events", "--field-selector", "involvedObject.name=ro", "-o", "json"

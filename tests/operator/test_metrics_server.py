@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 import pytest
+from prometheus_client import generate_latest
 
 from migplan.operator import metrics_server
 from migplan.operator.kube.auth import Identity
@@ -70,3 +71,23 @@ def test_junk_tokens_are_rate_limited_and_the_cache_stays_bounded(api) -> None:
     assert len(authorize._decisions) == 50
     clock.now += 1
     assert authorize("Bearer good") is HTTPStatus.OK  # a real scraper still gets in
+
+
+def test_the_endpoint_says_which_build_serves_it_and_no_created_series() -> None:
+    from urllib.request import urlopen
+
+    from migplan.operator.controller import metrics
+
+    metrics.EVICTIONS.labels(plan="metrics-test").inc()
+    server = metrics_server.serve_metrics(port=0, host="127.0.0.1")
+    try:
+        body = urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5).read()
+    finally:
+        server.shutdown()
+    text = body.decode()
+    assert 'migplan_build_info{python="' in text
+    assert 'version="' in text
+    assert 'migplan_evictions_total{plan="metrics-test"} 1.0' in text
+    assert "_created" not in text
+    metrics.set_phase("metrics-test", None)  # a deleted plan's series go
+    assert 'plan="metrics-test"' not in generate_latest().decode()
