@@ -91,4 +91,5 @@ def plan_fleet(
         started=started,
     )
     validate(result, gpus, demand, policy)
-    return PlanOutcome(plan=result, gpus=gpus, demand=demand)
+    named = result.model_copy(update={"name": manifest.metadata.name})
+    return PlanOutcome(plan=named, gpus=gpus, demand=demand)

@@ -187,6 +187,7 @@ class PlanSummary(CamelModel):
 class Plan(CamelModel):
     """The computed plan for one set of inputs."""
 
+    name: str | None = Field(default=None, description="the GPUPartitionPlan this plan is of")
     input_hash: str
     gpus: tuple[GpuPlan, ...]
     demand: tuple[DemandResult, ...]

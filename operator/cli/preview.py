@@ -228,6 +228,7 @@ def preview(
             render_report(outcome, name=manifest.metadata.name, catalog=cli.catalog),
             inputs=[plan_file, *([cluster] if cluster else [])],
         )
+        typer.echo(f"migplan: wrote the geometry report to {html}", err=True)
     if output is PreviewFormat.JSON:
         # pydantic's own serialiser: the same text as json.dumps(indent=2) of the dumped
         # dict, in 0.03 s instead of 0.2 s for a 7.5 MB plan of 8,000 GPUs.

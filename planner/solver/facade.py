@@ -174,7 +174,7 @@ def plan(
         chosen_score=chosen_score,
         optimal=proven,
         stages=tuple(result.stages),
-        seconds=time.monotonic() - started,
+        seconds=time.monotonic() - entered,
         workers=workers,
         build_seconds=built,
         start=start,

@@ -109,3 +109,15 @@ def test_a_new_report_gets_the_usual_permissions_and_a_replaced_one_keeps_its_ow
     kept.chmod(0o640)
     assert preview_html(kept, capsys)[0] == 0
     assert kept.stat().st_mode & 0o777 == 0o640
+
+
+def test_the_report_written_is_said_and_readable_by_others(tmp_path: Path, capsys) -> None:
+    target = tmp_path / "report.html"
+    previous = os.umask(0o022)
+    try:
+        code, err = preview_html(target, capsys)
+    finally:
+        os.umask(previous)
+    assert code == 0
+    assert f"migplan: wrote the geometry report to {target}" in err
+    assert target.stat().st_mode & 0o044 == 0o044  # umask 022: not 0600

@@ -48,6 +48,7 @@ def test_json_preview_has_the_documented_fields(capsys) -> None:
     assert big["evict"] == list(big["inUse"].values())
     assert {p for g in doc["gpus"] for p in g["evict"]} == {"batch/etl-7", "batch/etl-8"}
     assert doc["solver"]["status"] == "OPTIMAL"
+    assert doc["name"] == "shared-pool"
     assert doc["inputHash"].startswith("sha256:")
     # the namespace selector leaves out the default namespace's pod
     assert "nvidia.com/mig-1g.5gb" not in {d["resource"] for d in doc["demand"]}
