@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from migplan.operator.cli.context import KubeconfigOpt, OutputFormat, console
+from migplan.operator.cli.context import ContextOpt, KubeconfigOpt, OutputFormat, console
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.rollout.records import NodeStep
 
@@ -22,11 +22,13 @@ STEP_STYLE = {
 }
 
 
-def _plans(kubeconfig: str | None, name: str | None) -> list[dict[str, Any]]:
+def _plans(
+    kubeconfig: str | None, name: str | None, context: str | None = None
+) -> list[dict[str, Any]]:
     # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
     from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
-    api = connect(kubeconfig=kubeconfig)
+    api = connect(kubeconfig=kubeconfig, context=context)
     if name is None:
         plans = [dict(p) for p in api.plans.list_plans()]
         return sorted(plans, key=lambda p: str(p["metadata"]["name"]))
@@ -77,6 +79,7 @@ def status(
         str | None, typer.Argument(metavar="[PLAN]", help="A plan name; all plans if omitted.")
     ] = None,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     output: Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json.")] = (
         OutputFormat.TEXT
     ),
@@ -88,7 +91,7 @@ def status(
     step (Pending, Cordoning, Evicting, Partitioning, Verifying, Uncordoning, Done,
     RolledBack, Failed), since when, the pods it evicts, its target and the latest message.
     """
-    plans = _plans(kubeconfig, plan)
+    plans = _plans(kubeconfig, plan, context)
     if output is OutputFormat.JSON:
         typer.echo(
             json.dumps(
@@ -111,7 +114,7 @@ def status(
             out.print(table)
 
 
-def rebalance(plan: PlanArg, kubeconfig: KubeconfigOpt = None) -> None:
+def rebalance(plan: PlanArg, kubeconfig: KubeconfigOpt = None, context: ContextOpt = None) -> None:
     """Ask the operator to re-plan PLAN now (as its rebalanceSchedule would).
 
     Sets the migplan.io/rebalance annotation to the current time; the operator plans again on
@@ -123,7 +126,8 @@ def rebalance(plan: PlanArg, kubeconfig: KubeconfigOpt = None) -> None:
     from migplan.operator.controller.reconciler import REBALANCE  # noqa: PLC0415
     from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
-    _plans(kubeconfig, plan)  # a clear error if it does not exist
+    _plans(kubeconfig, plan, context)  # a clear error if it does not exist
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    connect(kubeconfig=kubeconfig).plans.annotate_plan(name=plan, annotations={REBALANCE: stamp})
+    api = connect(kubeconfig=kubeconfig, context=context)
+    api.plans.annotate_plan(name=plan, annotations={REBALANCE: stamp})
     typer.echo(f"rebalance of {plan} requested at {stamp}")

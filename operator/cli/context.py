@@ -60,11 +60,17 @@ KubeconfigOpt = Annotated[
     str | None,
     typer.Option(
         "--kubeconfig",
-        envvar="KUBECONFIG",
-        help="Kubeconfig to use (KUBECONFIG); inside a pod, its service account.",
+        help="Kubeconfig to use; else KUBECONFIG (files joined with ':'), else "
+        "~/.kube/config, else (inside a pod) its service account, as kubectl looks.",
     ),
 ]
 """The --kubeconfig option every command that talks to a cluster takes."""
+
+ContextOpt = Annotated[
+    str | None,
+    typer.Option("--context", help="The kubeconfig context to use (default: its current one)."),
+]
+"""The --context option of the commands people run against a cluster."""
 
 PlanFileArg = Annotated[
     Path,

@@ -11,7 +11,13 @@ import typer
 from rich.table import Table
 
 from migplan.operator.cli import gpu_operator_options as gpu
-from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, OutputFormat, console
+from migplan.operator.cli.context import (
+    ClusterOpt,
+    ContextOpt,
+    KubeconfigOpt,
+    OutputFormat,
+    console,
+)
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
@@ -49,6 +55,7 @@ def doctor(
         OutputFormat, typer.Option("--output", "-o", help="text or json.")
     ] = OutputFormat.TEXT,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
     mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
     device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
@@ -88,7 +95,7 @@ def doctor(
         from migplan.operator.kube.connect import connect  # noqa: PLC0415
         from migplan.operator.preflight.facts import live_facts  # noqa: PLC0415
 
-        facts = live_facts(connect(kubeconfig=kubeconfig), settings=settings)
+        facts = live_facts(connect(kubeconfig=kubeconfig, context=context), settings=settings)
     if manifest is not None:
         selector = manifest.spec.node_selector
         facts = dataclasses.replace(

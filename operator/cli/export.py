@@ -6,7 +6,7 @@ import typer
 import yaml
 
 from migplan.operator.cli import began
-from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, state
+from migplan.operator.cli.context import ClusterOpt, ContextOpt, KubeconfigOpt, PlanFileArg, state
 from migplan.operator.cli.files import load_plan_manifest
 from migplan.operator.cli.preview import input_inventory
 from migplan.planner.export.migparted import mig_parted_config
@@ -23,6 +23,7 @@ def mig_parted(
     plan_file: PlanFileArg,
     cluster: ClusterOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Print the plan as a mig-parted config (version v1): one mig-configs entry per node,
     named migplan-<node>, that `nvidia-mig-parted apply -f FILE -c migplan-<node>` accepts.
@@ -37,7 +38,7 @@ def mig_parted(
         update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
     )
     manifest = manifest.model_copy(update={"spec": spec})
-    inventory = input_inventory(cluster, kubeconfig, cli.catalog)
+    inventory = input_inventory(cluster, kubeconfig, cli.catalog, context=context)
     plan = plan_fleet(manifest, inventory, cli.catalog, started=started).plan
     if not plan.gpus:
         typer.echo(

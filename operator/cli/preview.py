@@ -15,7 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from migplan.operator.cli import began
-from migplan.operator.cli.context import ClusterOpt, KubeconfigOpt, PlanFileArg, console, state
+from migplan.operator.cli.context import (
+    ClusterOpt,
+    ContextOpt,
+    KubeconfigOpt,
+    PlanFileArg,
+    console,
+    state,
+)
 from migplan.operator.cli.files import load_inventory, load_plan_manifest, write_atomically
 from migplan.operator.cli.html_report import render_report
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
@@ -138,13 +145,15 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
     _print_solver(out, plan)
 
 
-def live_inventory(kubeconfig: str | None, catalog: Catalog) -> Inventory:
+def live_inventory(
+    kubeconfig: str | None, catalog: Catalog, *, context: str | None = None
+) -> Inventory:
     """The live cluster's inventory; GPU nodes left out are named on stderr."""
     # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
     from migplan.operator.cluster_inventory import read_inventory  # noqa: PLC0415
     from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
-    snapshot = read_inventory(connect(kubeconfig=kubeconfig), catalog=catalog)
+    snapshot = read_inventory(connect(kubeconfig=kubeconfig, context=context), catalog=catalog)
     for node, why in sorted(snapshot.left_out.items()):
         typer.echo(f"migplan: warning: node {node} left out: {why}", err=True)
     for note in snapshot.notes:
@@ -152,11 +161,13 @@ def live_inventory(kubeconfig: str | None, catalog: Catalog) -> Inventory:
     return snapshot.inventory
 
 
-def input_inventory(cluster: Path | None, kubeconfig: str | None, catalog: Catalog) -> Inventory:
+def input_inventory(
+    cluster: Path | None, kubeconfig: str | None, catalog: Catalog, *, context: str | None = None
+) -> Inventory:
     """The inventory from `cluster` (a file, checked whole: a broken GPU on a node the plan
     does not select is still a broken file) or the live cluster."""
     if cluster is None:
-        return live_inventory(kubeconfig, catalog)
+        return live_inventory(kubeconfig, catalog, context=context)
     inventory = load_inventory(cluster)
     resolve_inventory(inventory, catalog)
     return inventory
@@ -165,6 +176,7 @@ def input_inventory(cluster: Path | None, kubeconfig: str | None, catalog: Catal
 def inventory(
     ctx: typer.Context,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     output: Annotated[
         PreviewFormat, typer.Option("--output", "-o", help="yaml or json.")
     ] = PreviewFormat.YAML,
@@ -177,7 +189,7 @@ def inventory(
     claims hold, DynamicMIG nodes read from their ResourceSlices, and pending pods' claims
     with the profiles their selectors accept.
     """
-    document = live_inventory(kubeconfig, state(ctx).catalog).model_dump(
+    document = live_inventory(kubeconfig, state(ctx).catalog, context=context).model_dump(
         mode="json", by_alias=True, exclude_defaults=False
     )
     if output is PreviewFormat.JSON:
@@ -194,6 +206,7 @@ def preview(
         PreviewFormat, typer.Option("--output", "-o", help="text, yaml or json.")
     ] = PreviewFormat.TEXT,
     kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     html: Annotated[
         Path | None,
         typer.Option(
@@ -215,7 +228,7 @@ def preview(
         progress(f"reading {plan_file}")
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {cluster}" if cluster else "reading the live cluster")
-        inventory = input_inventory(cluster, kubeconfig, cli.catalog)
+        inventory = input_inventory(cluster, kubeconfig, cli.catalog, context=context)
         # The inputs live until the command exits: spare the cyclic collector re-scanning
         # them (about 0.4 s on 8,000 GPUs).
         gc.freeze()

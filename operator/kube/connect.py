@@ -3,6 +3,7 @@ each request counted and each read retried."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -76,17 +77,38 @@ def _counted(api: client.ApiClient) -> client.ApiClient:
     return api
 
 
-def connect(*, kubeconfig: str | None = None) -> KubeClient:
-    """An API client from `kubeconfig`, or the in-cluster service account when None."""
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+def kubeconfig_files(kubeconfig: str | None = None) -> str | None:
+    """Where the kubeconfig is, as kubectl looks: `kubeconfig` (--kubeconfig), else
+    KUBECONFIG (a list of files, merged), else ~/.kube/config if it exists; None when none
+    applies (in a pod: its service account)."""
+    if kubeconfig:
+        return kubeconfig
+    listed = os.environ.get("KUBECONFIG", "")
+    if any(part for part in listed.split(os.pathsep)):
+        return listed
+    default = os.path.expanduser(DEFAULT_KUBECONFIG)
+    return default if os.path.isfile(default) else None
+
+
+def connect(*, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
+    """An API client as kubectl would make one: from `kubeconfig_files` (its `context`, or
+    its current context), else the in-cluster service account."""
+    files = kubeconfig_files(kubeconfig)
     try:
-        if kubeconfig:
-            api = config.new_client_from_config(config_file=kubeconfig)
+        if files:
+            api = config.new_client_from_config(config_file=files, context=context)
             return KubeClient.over(_counted(cast(client.ApiClient, api)))
+        if context:
+            raise config.ConfigException(f"--context {context}: no kubeconfig to find it in")
         config.load_incluster_config()
     except (config.ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError) as exc:
         # A kubeconfig that is not YAML, or YAML of another shape, is bad input too.
         raise MigplanInputError(
-            f"no cluster to talk to ({' '.join(str(exc).split())}): set KUBECONFIG or --kubeconfig"
+            f"no cluster to talk to ({' '.join(str(exc).split())}): pass --kubeconfig or "
+            f"--context, set KUBECONFIG, or write {DEFAULT_KUBECONFIG}"
         ) from None
     return KubeClient.over(_counted(client.ApiClient()))
 

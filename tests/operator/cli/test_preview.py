@@ -166,13 +166,14 @@ def test_bad_input_is_one_line_exit_2(capsys, tmp_path, make, message) -> None:
     assert message in err
 
 
-def test_live_cluster_needs_a_kubeconfig(capsys, monkeypatch) -> None:
+def test_live_cluster_needs_a_kubeconfig(capsys, monkeypatch, tmp_path) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
     code, _, err = call(capsys, "preview", PLAN)
     assert code == 2
     assert "no cluster to talk to" in err
-    assert "set KUBECONFIG or --kubeconfig" in err
+    assert "pass --kubeconfig or --context, set KUBECONFIG, or write ~/.kube/config" in err
     code, _, err = call(capsys, "preview", PLAN, "--kubeconfig", "/nonexistent/config")
     assert code == 2
     assert err.count("\n") == 1
