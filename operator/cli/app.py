@@ -44,8 +44,13 @@ app = typer.Typer(
         "catalog key (A100-40GB, H100-80GB, ...) or a product name as NVML or GPU feature "
         "discovery report it ('NVIDIA H100 80GB HBM3', NVIDIA-A100-SXM4-40GB), any case."
     ),
+    epilog=(
+        "Exit codes: 0 done; 1 a finding (doctor: a blocking one; nvml-info: NVML differs "
+        "from profiles/); 2 bad input; 3 NVML failed; 4 the Kubernetes API failed; 70 a "
+        "migplan bug (please report it with the log)."
+    ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
