@@ -9,9 +9,10 @@ import os
 import sys
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperOption
 
 from migplan.operator.cli import (
     IMPORTED,
@@ -35,6 +36,16 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70
 EXIT_NVML = 3
 EXIT_API = 4
+
+_typed = TyperOption.display_type_rich
+
+
+def _flags_take_no_value(self: TyperOption, ctx: Any) -> str | None:
+    """typer 0.29 prints `<bool>` after a flag, as if `--all true` were how to use it."""
+    return None if self.is_flag else _typed(self, ctx)
+
+
+TyperOption.display_type_rich = _flags_take_no_value  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="migplan",

@@ -27,3 +27,11 @@ def test_the_shell_completion_script_is_offered(capsys) -> None:
     script = capsys.readouterr().out
     assert "_migplan_completion" in script
     assert "complete_bash" in script or "_MIGPLAN_COMPLETE" in script
+
+
+def test_flags_take_no_value_in_the_help(capsys) -> None:
+    assert run(["doctor", "--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    flag = next(line for line in lines if "--all" in line)
+    assert "<bool>" not in flag
+    assert "<str>" in next(line for line in lines if "--kubeconfig" in line)
