@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from migplan.operator.cli.context import OutputFormat, console, state
+from migplan.operator.cli.context import OutputFormat, console, print_document, state
 from migplan.operator.cli.pictures import slice_bar_text
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import GpuModel, Profile
@@ -25,11 +24,9 @@ ModelArg = Annotated[
         show_default=False,
     ),
 ]
-OutputOpt = Annotated[OutputFormat, typer.Option("--output", "-o", help="text (a table) or json.")]
-
-
-def _print_json(document: Any) -> None:
-    typer.echo(json.dumps(document, indent=2))
+OutputOpt = Annotated[
+    OutputFormat, typer.Option("--output", "-o", help="text (a table), json or yaml.")
+]
 
 
 def profiles(
@@ -51,14 +48,16 @@ def profiles(
     cli = state(ctx)
     if model is None:
         models = list(cli.catalog)
-        if output is OutputFormat.JSON:
-            _print_json([_model_summary(m) for m in models])
+        if output.structured:
+            print_document(output=output, document=[_model_summary(m) for m in models])
         else:
             _print_models(models)
         return
     gpu = cli.model(model)
-    if output is OutputFormat.JSON:
-        _print_json(gpu.model_dump(mode="json", by_alias=True, exclude_none=True))
+    if output.structured:
+        print_document(
+            output=output, document=gpu.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
     else:
         _print_profiles(gpu)
 
@@ -192,8 +191,8 @@ def layouts(
     """
     gpu = state(ctx).model(model)
     found = enumerate_layouts(gpu, profiles=_profile_list(profiles_), maximal=maximal)
-    if output is OutputFormat.JSON:
-        _print_json([str(layout) for layout in found])
+    if output.structured:
+        print_document(output=output, document=[str(layout) for layout in found])
         return
     kind = "maximal layouts" if maximal else "valid layouts"
     which = profiles_ or "all profiles"
@@ -234,14 +233,15 @@ def check_layout_command(
     gpu = state(ctx).model(model)
     parsed = Layout.parse(layout)
     violations = check_layout(gpu, parsed)
-    if output is OutputFormat.JSON:
-        _print_json(
-            {
+    if output.structured:
+        print_document(
+            output=output,
+            document={
                 "model": gpu.model,
                 "layout": str(parsed),
                 "valid": not violations,
                 "violations": [{"rule": v.rule.value, "message": v.message} for v in violations],
-            }
+            },
         )
     else:
         out = console()

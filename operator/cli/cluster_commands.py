@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from migplan.operator.cli.context import ContextOpt, KubeconfigOpt, OutputFormat, console
+from migplan.operator.cli.context import (
+    ContextOpt,
+    KubeconfigOpt,
+    OutputFormat,
+    console,
+    print_document,
+)
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.rollout.records import NodeStep
 
@@ -80,7 +85,7 @@ def status(
     ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
-    output: Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json.")] = (
+    output: Annotated[OutputFormat, typer.Option("--output", "-o", help="text, json or yaml.")] = (
         OutputFormat.TEXT
     ),
 ) -> None:
@@ -92,12 +97,12 @@ def status(
     RolledBack, Failed), since when, the pods it evicts, its target and the latest message.
     """
     plans = _plans(kubeconfig, plan, context)
-    if output is OutputFormat.JSON:
-        typer.echo(
-            json.dumps(
-                [{"name": p["metadata"]["name"], "status": p.get("status") or {}} for p in plans],
-                indent=2,
-            )
+    if output.structured:
+        print_document(
+            output=output,
+            document=(
+                [{"name": p["metadata"]["name"], "status": p.get("status") or {}} for p in plans]
+            ),
         )
         return
     out = console()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 
 from migplan.planner.hardware.catalog import Catalog, GpuModel, default_catalog, load_catalog
@@ -19,6 +21,21 @@ class OutputFormat(StrEnum):
 
     TEXT = "text"
     JSON = "json"
+    YAML = "yaml"
+
+    @property
+    def structured(self) -> bool:
+        """Whether the result is printed as one document (json or yaml)."""
+        return self is not OutputFormat.TEXT
+
+
+def print_document(document: Any, output: OutputFormat) -> None:
+    """`document` on stdout as `output` says: indented JSON, or block-style YAML in the
+    document's own key order."""
+    if output is OutputFormat.YAML:
+        typer.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
+    else:
+        typer.echo(json.dumps(document, indent=2))
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +16,7 @@ from migplan.operator.cli.context import (
     KubeconfigOpt,
     OutputFormat,
     console,
+    print_document,
 )
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.gpu_operator import GpuOperatorSettings
@@ -52,7 +52,7 @@ def doctor(
         bool, typer.Option("--all", help="Also list the checks that passed.")
     ] = False,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="text or json.")
+        OutputFormat, typer.Option("--output", "-o", help="text, json or yaml.")
     ] = OutputFormat.TEXT,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
@@ -103,8 +103,8 @@ def doctor(
         )
     findings = preflight(facts, actuator=chosen, settings=settings)
     blocked = any(f.severity is Severity.BLOCKING for f in findings)
-    if output is OutputFormat.JSON:
-        typer.echo(json.dumps(_document(findings, chosen, facts.live), indent=2))
+    if output.structured:
+        print_document(_document(findings, chosen, facts.live), output)
     else:
         _print(findings, chosen, live=facts.live, show_all=show_all, nodes=len(facts.nodes))
     if blocked:

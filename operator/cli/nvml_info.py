@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from migplan.operator.cli.context import OutputFormat, console, state
+from migplan.operator.cli.context import OutputFormat, console, print_document, state
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare, confirmations
 from migplan.operator.nvml.emulator import FakeNvml
@@ -45,7 +44,9 @@ def nvml_info(
             "confirms.",
         ),
     ] = False,
-    output: Annotated[OutputFormat, typer.Option("--output", "-o")] = OutputFormat.TEXT,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="text, json or yaml.")
+    ] = OutputFormat.TEXT,
 ) -> None:
     """Show, read-only, what NVML reports on this node and how it compares with profiles/.
 
@@ -114,8 +115,8 @@ def nvml_info(
                     ],
                 }
             report.append(entry)
-    if output is OutputFormat.JSON:
-        typer.echo(json.dumps(report, indent=2))
+    if output.structured:
+        print_document(report, output)
     else:
         _print(report)
         if simulate and check:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+import yaml
 
 from migplan.operator.cli.app import EXIT_API, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NVML, run
 
@@ -35,3 +39,23 @@ def test_flags_take_no_value_in_the_help(capsys) -> None:
     flag = next(line for line in lines if "--all" in line)
     assert "<bool>" not in flag
     assert "<str>" in next(line for line in lines if "--kubeconfig" in line)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["profiles"],
+        ["profiles", "H100-80GB"],
+        ["layouts", "A100-40GB"],
+        ["check-layout", "H100-80GB", "3g.40gb@0+3g.40gb@4"],
+        ["doctor", "--cluster", "examples/cluster.yaml"],
+        ["nvml-info", "--simulate", "A100-40GB"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_yaml_is_the_same_document_as_json(capsys, monkeypatch, argv: list[str]) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])
+    run([*argv, "-o", "json"])
+    as_json = json.loads(capsys.readouterr().out)
+    run([*argv, "-o", "yaml"])
+    assert yaml.safe_load(capsys.readouterr().out) == as_json

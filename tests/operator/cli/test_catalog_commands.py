@@ -97,7 +97,7 @@ def test_profiles_lists_models_and_one_model(capsys) -> None:
         (["layouts", "V100"], "unknown GPU model 'V100'"),
         (["layouts", "A30", "--profiles", "1g.5gb"], "unknown profile '1g.5gb' for A30"),
         (["layouts", "A30", "--profiles", ","], "--profiles needs at least one profile name"),
-        (["layouts", "A30", "-o", "yaml"], "Invalid value for '--output'"),
+        (["layouts", "A30", "-o", "xml"], "Invalid value for '--output'"),
         (["check-layout", "A30", "2g.12gb@"], "is not of the form PROFILE@START"),
         (["check-layout", "A30", "2g.12GB@0"], "is not a MIG profile name"),
         (["check-layout", "A30"], "Missing argument"),
