@@ -91,7 +91,11 @@ ContextOpt = Annotated[
 
 PlanFileArg = Annotated[
     Path,
-    typer.Argument(metavar="PLAN.yaml", help="A GPUPartitionPlan manifest.", show_default=False),
+    typer.Argument(
+        metavar="PLAN.yaml",
+        help="A GPUPartitionPlan manifest (`-`: read it from stdin).",
+        show_default=False,
+    ),
 ]
 """The plan manifest argument of the planning commands."""
 
@@ -101,7 +105,7 @@ ClusterOpt = Annotated[
         "--cluster",
         metavar="INVENTORY.yaml",
         help="Plan against this inventory file (from `migplan inventory`, or written by "
-        "hand) instead of the live cluster.",
+        "hand; `-`: from stdin) instead of the live cluster.",
     ),
 ]
 """--cluster: an inventory file instead of the live cluster."""

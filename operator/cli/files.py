@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Hashable, Iterable
@@ -253,26 +254,38 @@ def _open_for_reading(path: Path, *, wait: float) -> BinaryIO:
     return opened[0]
 
 
+STDIN = "-"
+"""The file name that means standard input, as kubectl's `-f -`."""
+
+
+def shown(path: Path) -> str:
+    """How a message names `path` (`stdin` for `-`)."""
+    return "stdin" if str(path) == STDIN else str(path)
+
+
 def read_text(path: Path, *, limit: int = MAX_INPUT_BYTES, wait: float | None = None) -> str:
-    """The UTF-8 text of `path`, refused when larger than `limit` bytes (/dev/zero included)
-    or, for a named pipe, when no writer opens it within `wait` seconds (default
-    FIFO_WRITER_WAIT_SECONDS)."""
+    """The UTF-8 text of `path` (standard input for `-`), refused when larger than `limit`
+    bytes (/dev/zero included) or, for a named pipe, when no writer opens it within `wait`
+    seconds (default FIFO_WRITER_WAIT_SECONDS)."""
     wait = FIFO_WRITER_WAIT_SECONDS if wait is None else wait
     try:
-        with _open_for_reading(path, wait=wait) as handle:
-            data = handle.read(limit + 1)
+        if str(path) == STDIN:
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with _open_for_reading(path, wait=wait) as handle:
+                data = handle.read(limit + 1)
     except FileNotFoundError:
-        raise MigplanInputError(f"{path}: no such file") from None
+        raise MigplanInputError(f"{shown(path)}: no such file") from None
     except OSError as exc:
-        raise MigplanInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise MigplanInputError(f"{shown(path)}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise MigplanInputError(
-            f"{path}: larger than {limit // 2**20} MiB; not an input migplan reads"
+            f"{shown(path)}: larger than {limit // 2**20} MiB; not an input migplan reads"
         )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MigplanInputError(f"{path}: cannot read: {exc}") from None
+        raise MigplanInputError(f"{shown(path)}: cannot read: {exc}") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -297,12 +310,14 @@ def read_yaml_documents(path: Path) -> list[Any]:
         try:
             document = json.loads(text, object_pairs_hook=_unique_keys)
         except RecursionError:
-            raise MigplanInputError(f"{path}: not valid JSON: nested too deeply") from None
+            raise MigplanInputError(f"{shown(path)}: not valid JSON: nested too deeply") from None
         except ValueError as exc:
             if "appears twice" in str(exc):
-                raise MigplanInputError(f"{path}: not valid JSON: {exc}") from None
+                raise MigplanInputError(f"{shown(path)}: not valid JSON: {exc}") from None
             if _TOO_LONG in str(exc):
-                raise MigplanInputError(f"{path}: not valid JSON: {_TOO_LONG_SAID}") from None
+                raise MigplanInputError(
+                    f"{shown(path)}: not valid JSON: {_TOO_LONG_SAID}"
+                ) from None
         else:
             return [document] if document is not None else []
     try:
@@ -311,31 +326,31 @@ def read_yaml_documents(path: Path) -> list[Any]:
             return fast
         return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc is not None]
     except RecursionError:
-        raise MigplanInputError(f"{path}: not valid YAML: nested too deeply") from None
+        raise MigplanInputError(f"{shown(path)}: not valid YAML: nested too deeply") from None
     except ValueError as exc:  # a scalar the resolver turns into an int or a date
         said = _TOO_LONG_SAID if _TOO_LONG in str(exc) else f"a date that does not exist ({exc})"
-        raise MigplanInputError(f"{path}: not valid YAML: {said}") from None
+        raise MigplanInputError(f"{shown(path)}: not valid YAML: {said}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise MigplanInputError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise MigplanInputError(f"{shown(path)}: not valid YAML{where}: {problem}") from None
 
 
 def load_plan_manifest(path: Path) -> GPUPartitionPlan:
     """The first GPUPartitionPlan in `path` (other documents are ignored)."""
     for doc in read_yaml_documents(path):
         if isinstance(doc, dict) and doc.get("kind") == "GPUPartitionPlan":
-            return parse_model(GPUPartitionPlan, doc, source=str(path))
-    raise MigplanInputError(f"{path}: no document of kind GPUPartitionPlan")
+            return parse_model(GPUPartitionPlan, doc, source=shown(path))
+    raise MigplanInputError(f"{shown(path)}: no document of kind GPUPartitionPlan")
 
 
 def load_inventory(path: Path) -> Inventory:
     """The Inventory in `path` (a single document)."""
     docs = read_yaml_documents(path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise MigplanInputError(f"{path}: expected one Inventory document (a mapping)")
-    return parse_model(Inventory, docs[0], source=str(path))
+        raise MigplanInputError(f"{shown(path)}: expected one Inventory document (a mapping)")
+    return parse_model(Inventory, docs[0], source=shown(path))
 
 
 def write_atomically(path: Path, text: str, *, inputs: Iterable[Path] = ()) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,21 @@ def test_yaml_is_the_same_document_as_json(capsys, monkeypatch, argv: list[str])
     as_json = json.loads(capsys.readouterr().out)
     run([*argv, "-o", "yaml"])
     assert yaml.safe_load(capsys.readouterr().out) == as_json
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_a_plan_can_come_from_stdin(capsys, monkeypatch) -> None:
+    root = Path(__file__).resolve().parents[3]
+    _stdin(monkeypatch, (root / "examples" / "plan.yaml").read_bytes())
+    code = run(["preview", "-", "--cluster", str(root / "examples" / "cluster.yaml"), "-o", "json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "shared-pool"
+
+
+def test_bad_input_on_stdin_is_named_stdin(capsys, monkeypatch) -> None:
+    _stdin(monkeypatch, b"kind: [unclosed")
+    assert run(["preview", "-", "--cluster", "examples/cluster.yaml"]) == EXIT_BAD_INPUT
+    assert capsys.readouterr().err.startswith("migplan: error: stdin: not valid YAML")
