@@ -21,6 +21,7 @@ from migplan.operator.cli.context import (
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
+from migplan.operator.preflight.screen import inventory_facts
 from migplan.planner.api.spec import Actuator
 
 STYLE = {
@@ -86,9 +87,6 @@ def doctor(
     manifest = load_plan_manifest(plan) if plan is not None else None
     chosen = actuator or (manifest.spec.actuator if manifest else None) or Actuator.AGENT
     if cluster is not None:
-        # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
-        from migplan.operator.preflight.facts import inventory_facts  # noqa: PLC0415
-
         facts = inventory_facts(load_inventory(cluster))
     else:
         # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.

@@ -38,8 +38,17 @@ def mig_parted(
         update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
     )
     manifest = manifest.model_copy(update={"spec": spec})
-    inventory = input_inventory(cluster, kubeconfig, cli.catalog, context=context)
+    inventory = input_inventory(
+        cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
+    )
     plan = plan_fleet(manifest, inventory, cli.catalog, started=started).plan
+    evicted = sorted({pod for gpu in plan.gpus for pod in gpu.evict})
+    typer.echo(
+        "migplan: note: mig-parted rebuilds every GPU it changes, so this plan is made with "
+        "policy.wholeGpuRebuild: its targets and input hash differ from `migplan preview`'s; "
+        + (f"pods evicted: {', '.join(evicted)}" if evicted else "no pod is evicted"),
+        err=True,
+    )
     if not plan.gpus:
         typer.echo(
             f"migplan: warning: the nodeSelector of {manifest.metadata.name} selects no GPU "

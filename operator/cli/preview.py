@@ -6,7 +6,7 @@ import gc
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
@@ -27,12 +27,19 @@ from migplan.operator.cli.files import load_inventory, load_plan_manifest, write
 from migplan.operator.cli.html_report import render_report
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
+from migplan.operator.gpu_operator import GpuOperatorSettings
+from migplan.operator.preflight.screen import inventory_facts, screen
 from migplan.planner.api.inventory import Inventory, resolve_inventory
+from migplan.planner.api.spec import GPUPartitionPlan
 from migplan.planner.export.render import marks_of, steps_of
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.pipeline import PlanOutcome, plan_fleet
 from migplan.planner.plan import Plan
+
+if TYPE_CHECKING:  # the Kubernetes client only where a live cluster is read
+    from migplan.operator.cluster_inventory import ClusterSnapshot
+    from migplan.operator.kube.seam import Kube
 
 
 class PreviewFormat(StrEnum):
@@ -145,32 +152,59 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
     _print_solver(out, plan)
 
 
-def live_inventory(
-    kubeconfig: str | None, catalog: Catalog, *, context: str | None = None
-) -> Inventory:
-    """The live cluster's inventory; GPU nodes left out are named on stderr."""
+def _live(
+    kubeconfig: str | None, catalog: Catalog, *, context: str | None
+) -> tuple[Kube, ClusterSnapshot]:
+    """The live cluster and its snapshot; GPU nodes left out are named on stderr."""
     # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
     from migplan.operator.cluster_inventory import read_inventory  # noqa: PLC0415
     from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
-    snapshot = read_inventory(connect(kubeconfig=kubeconfig, context=context), catalog=catalog)
+    api = connect(kubeconfig=kubeconfig, context=context)
+    snapshot = read_inventory(api, catalog=catalog)
     for node, why in sorted(snapshot.left_out.items()):
         typer.echo(f"migplan: warning: node {node} left out: {why}", err=True)
     for note in snapshot.notes:
         typer.echo(f"migplan: warning: {note}", err=True)
-    return snapshot.inventory
+    return api, snapshot
+
+
+def live_inventory(
+    kubeconfig: str | None, catalog: Catalog, *, context: str | None = None
+) -> Inventory:
+    """The live cluster's inventory; GPU nodes left out are named on stderr."""
+    return _live(kubeconfig, catalog, context=context)[1].inventory
 
 
 def input_inventory(
-    cluster: Path | None, kubeconfig: str | None, catalog: Catalog, *, context: str | None = None
+    cluster: Path | None,
+    kubeconfig: str | None,
+    catalog: Catalog,
+    *,
+    manifest: GPUPartitionPlan,
+    context: str | None = None,
 ) -> Inventory:
-    """The inventory from `cluster` (a file, checked whole: a broken GPU on a node the plan
-    does not select is still a broken file) or the live cluster."""
+    """What `manifest` may change, as the operator would see it: the inventory from
+    `cluster` (a file, checked whole: a broken GPU on a node the plan does not select is
+    still a broken file) or the live cluster, less the nodes preflight refuses (named on
+    stderr)."""
     if cluster is None:
-        return live_inventory(kubeconfig, catalog, context=context)
-    inventory = load_inventory(cluster)
-    resolve_inventory(inventory, catalog)
-    return inventory
+        # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
+        from migplan.operator.preflight.facts import live_facts  # noqa: PLC0415
+
+        api, snapshot = _live(kubeconfig, catalog, context=context)
+        inventory = snapshot.inventory
+        selector = manifest.spec.node_selector
+        nodes = [n.name for n in inventory.nodes if selector.matches(n.labels)]
+        facts = live_facts(api, settings=GpuOperatorSettings(), nodes=nodes)
+    else:
+        inventory = load_inventory(cluster)
+        resolve_inventory(inventory, catalog)
+        facts = inventory_facts(inventory)
+    screened = screen(inventory, facts, manifest=manifest)
+    for node, why in sorted(screened.refused.items()):
+        typer.echo(f"migplan: warning: node {node} left out: preflight: {why}", err=True)
+    return screened.inventory
 
 
 def inventory(
@@ -228,7 +262,9 @@ def preview(
         progress(f"reading {plan_file}")
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {cluster}" if cluster else "reading the live cluster")
-        inventory = input_inventory(cluster, kubeconfig, cli.catalog, context=context)
+        inventory = input_inventory(
+            cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
+        )
         # The inputs live until the command exits: spare the cyclic collector re-scanning
         # them (about 0.4 s on 8,000 GPUs).
         gc.freeze()

@@ -21,15 +21,14 @@ from migplan.operator.kueue.checks import offered_profiles, planned_verdicts
 from migplan.operator.preflight.checks import (
     Finding,
     Severity,
-    blocked_nodes,
-    preflight,
 )
 from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
+from migplan.operator.preflight.screen import screen
 from migplan.operator.skipped import Skipped
 from migplan.planner.api.inventory import GpuState, Inventory
 from migplan.planner.api.nodepartition import ConditionType
-from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PlanPhase
+from migplan.planner.api.spec import GPUPartitionPlan, PlanPhase
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
@@ -66,18 +65,15 @@ def plan_status(
     left_out = snapshot.left_out_of(selector)
     covered = [n.name for n in snapshot.inventory.nodes if selector.matches(n.labels)]
     settings = gpu_operator or GpuOperatorSettings()
-    findings = preflight(
+    screened = screen(
+        snapshot.inventory,
         live_facts(api, settings=settings, nodes=[*covered, *left_out]),
-        actuator=manifest.spec.actuator or Actuator.AGENT,
+        manifest=manifest,
         settings=settings,
     )
-    refused = blocked_nodes(findings)
-    inventory = snapshot.inventory
-    if refused:
-        inventory = inventory.model_copy(
-            update={"nodes": tuple(n for n in inventory.nodes if n.name not in refused)}
-        )
-        left_out = {**left_out, **{n: f"preflight: {why}" for n, why in refused.items()}}
+    findings = list(screened.findings)
+    inventory = screened.inventory
+    left_out = {**left_out, **{n: f"preflight: {why}" for n, why in screened.refused.items()}}
     # The time limit counts from here, not from the reads above: a throttled or slow API
     # server must not eat the solver's time and so cost the plan's quality.
     outcome = plan_fleet(manifest, inventory, catalog, started=time.monotonic())

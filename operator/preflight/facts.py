@@ -1,4 +1,5 @@
-"""The facts preflight checks, read from the live cluster or from an inventory file."""
+"""The facts preflight checks, read from the live cluster (an inventory file's are in
+`screen.inventory_facts`, which needs no Kubernetes client)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.seam import Kube
 from migplan.operator.preflight.checks import ClusterFacts, NodeFacts
-from migplan.planner.api.inventory import Inventory
 
 
 def live_facts(
@@ -44,12 +44,4 @@ def live_facts(
         nodes=tuple(found),
         live=True,
         cluster_policy=(policies[0].get("spec") or {}) if policies else None,
-    )
-
-
-def inventory_facts(inventory: Inventory) -> ClusterFacts:
-    """Facts an inventory file holds: the nodes' labels only."""
-    return ClusterFacts(
-        nodes=tuple(NodeFacts(name=n.name, labels=dict(n.labels)) for n in inventory.nodes),
-        live=False,
     )

@@ -50,6 +50,8 @@ def test_example_plan_exports_and_round_trips(capsys) -> None:
     assert code == 0, err
     spec = Spec.model_validate(yaml.safe_load(out))
     assert out.startswith("# mig-parted config for GPUPartitionPlan shared-pool")
+    assert "its targets and input hash differ from `migplan preview`'s" in err
+    assert err.rstrip().endswith("pods evicted: batch/etl-7, batch/etl-8")
 
     code = run(
         [

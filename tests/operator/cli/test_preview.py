@@ -259,3 +259,20 @@ def test_an_offline_preview_does_not_load_the_kubernetes_client() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.endswith("[]")
+
+
+def test_preview_leaves_out_the_nodes_the_operator_would(capsys, tmp_path) -> None:
+    """A node on the single MIG strategy: doctor calls it blocking, the operator leaves it
+    out, and so does the preview (one screening for all three)."""
+    document = yaml.safe_load(Path(CLUSTER).read_text())
+    node = document["nodes"][0]
+    node["labels"]["nvidia.com/mig.strategy"] = "single"
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump(document))
+    code, out, err = call(capsys, "preview", PLAN, "--cluster", str(cluster), "-o", "json")
+    assert code == 0
+    assert f"migplan: warning: node {node['name']} left out: preflight:" in err
+    assert node["name"] not in {g["node"] for g in json.loads(out)["gpus"]}
+    code, out, _ = call(capsys, "doctor", "--cluster", str(cluster), "-o", "json")
+    assert code == 1
+    assert node["name"] in out
