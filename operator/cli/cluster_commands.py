@@ -15,6 +15,7 @@ from migplan.operator.cli.context import (
     console,
     print_document,
 )
+from migplan.operator.cli.progress import StderrProgress
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.rollout.records import NodeStep
 
@@ -96,7 +97,9 @@ def status(
     step (Pending, Cordoning, Evicting, Partitioning, Verifying, Uncordoning, Done,
     RolledBack, Failed), since when, the pods it evicts, its target and the latest message.
     """
-    plans = _plans(kubeconfig, plan, context)
+    with StderrProgress() as progress:
+        progress("reading the plans")
+        plans = _plans(kubeconfig, plan, context)
     if output.structured:
         print_document(
             output=output,

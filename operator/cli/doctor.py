@@ -19,6 +19,7 @@ from migplan.operator.cli.context import (
     print_document,
 )
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
+from migplan.operator.cli.progress import StderrProgress
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
 from migplan.operator.preflight.screen import inventory_facts
@@ -86,14 +87,18 @@ def doctor(
     )
     manifest = load_plan_manifest(plan) if plan is not None else None
     chosen = actuator or (manifest.spec.actuator if manifest else None) or Actuator.AGENT
-    if cluster is not None:
-        facts = inventory_facts(load_inventory(cluster))
-    else:
-        # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
-        from migplan.operator.kube.connect import connect  # noqa: PLC0415
-        from migplan.operator.preflight.facts import live_facts  # noqa: PLC0415
+    with StderrProgress() as progress:
+        if cluster is not None:
+            progress(f"reading {cluster}")
+            facts = inventory_facts(load_inventory(cluster))
+        else:
+            progress("reading the live cluster's nodes and GPU Operator pods")
+            # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
+            from migplan.operator.kube.connect import connect  # noqa: PLC0415
+            from migplan.operator.preflight.facts import live_facts  # noqa: PLC0415
 
-        facts = live_facts(connect(kubeconfig=kubeconfig, context=context), settings=settings)
+            api = connect(kubeconfig=kubeconfig, context=context)
+            facts = live_facts(api, settings=settings)
     if manifest is not None:
         selector = manifest.spec.node_selector
         facts = dataclasses.replace(

@@ -7,8 +7,9 @@ import yaml
 
 from migplan.operator.cli import began
 from migplan.operator.cli.context import ClusterOpt, ContextOpt, KubeconfigOpt, PlanFileArg, state
-from migplan.operator.cli.files import load_plan_manifest
+from migplan.operator.cli.files import load_plan_manifest, shown
 from migplan.operator.cli.preview import input_inventory
+from migplan.operator.cli.progress import StderrProgress
 from migplan.planner.export.migparted import mig_parted_config
 from migplan.planner.pipeline import plan_fleet
 
@@ -33,26 +34,31 @@ def mig_parted(
     """
     cli = state(ctx)
     started = began()
-    manifest = load_plan_manifest(plan_file)
-    spec = manifest.spec.model_copy(
-        update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
-    )
-    manifest = manifest.model_copy(update={"spec": spec})
-    inventory = input_inventory(
-        cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
-    )
-    plan = plan_fleet(manifest, inventory, cli.catalog, started=started).plan
+    with StderrProgress() as progress:
+        progress(f"reading {shown(plan_file)}")
+        manifest = load_plan_manifest(plan_file)
+        spec = manifest.spec.model_copy(
+            update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
+        )
+        manifest = manifest.model_copy(update={"spec": spec})
+        progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
+        inventory = input_inventory(
+            cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
+        )
+        plan = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started).plan
     evicted = sorted({pod for gpu in plan.gpus for pod in gpu.evict})
-    typer.echo(
-        "migplan: note: mig-parted rebuilds every GPU it changes, so this plan is made with "
-        "policy.wholeGpuRebuild: its targets and input hash differ from `migplan preview`'s; "
-        + (f"pods evicted: {', '.join(evicted)}" if evicted else "no pod is evicted"),
-        err=True,
-    )
     if not plan.gpus:
         typer.echo(
             f"migplan: warning: the nodeSelector of {manifest.metadata.name} selects no GPU "
             "node: the config has no entries",
+            err=True,
+        )
+    else:
+        typer.echo(
+            "migplan: note: mig-parted rebuilds every GPU it changes, so this plan is made "
+            "with policy.wholeGpuRebuild: its targets and input hash differ from `migplan "
+            "preview`'s; "
+            + (f"pods evicted: {', '.join(evicted)}" if evicted else "no pod is evicted"),
             err=True,
         )
     typer.echo(

@@ -23,7 +23,12 @@ from migplan.operator.cli.context import (
     console,
     state,
 )
-from migplan.operator.cli.files import load_inventory, load_plan_manifest, write_atomically
+from migplan.operator.cli.files import (
+    load_inventory,
+    load_plan_manifest,
+    shown,
+    write_atomically,
+)
 from migplan.operator.cli.html_report import render_report
 from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
@@ -223,9 +228,10 @@ def inventory(
     claims hold, DynamicMIG nodes read from their ResourceSlices, and pending pods' claims
     with the profiles their selectors accept.
     """
-    document = live_inventory(kubeconfig, state(ctx).catalog, context=context).model_dump(
-        mode="json", by_alias=True, exclude_defaults=False
-    )
+    with StderrProgress() as progress:
+        progress("reading the live cluster")
+        found = live_inventory(kubeconfig, state(ctx).catalog, context=context)
+    document = found.model_dump(mode="json", by_alias=True, exclude_defaults=False)
     if output is PreviewFormat.JSON:
         typer.echo(json.dumps(document, indent=2))
     else:
@@ -259,9 +265,9 @@ def preview(
     cli = state(ctx)
     started = began()
     with StderrProgress() as progress:
-        progress(f"reading {plan_file}")
+        progress(f"reading {shown(plan_file)}")
         manifest = load_plan_manifest(plan_file)
-        progress(f"reading {cluster}" if cluster else "reading the live cluster")
+        progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
         inventory = input_inventory(
             cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
         )

@@ -16,14 +16,14 @@ class StderrProgress:
     """Prints each step of a pass as `migplan: [4.2 s] step`, once the pass has run for
     `QUIET_SECONDS` (the step under way then is printed at that moment)."""
 
-    def __init__(self, *, stream: TextIO | None = None, quiet: float = QUIET_SECONDS) -> None:
+    def __init__(self, *, stream: TextIO | None = None, quiet: float | None = None) -> None:
         self._stream = stream or sys.stderr
-        self._quiet = quiet
+        self._quiet = QUIET_SECONDS if quiet is None else quiet
         self._started = time.monotonic()
         self._step: str | None = None
         self._printed: str | None = None
         self._lock = threading.Lock()
-        self._timer = threading.Timer(quiet, self._flush)
+        self._timer = threading.Timer(self._quiet, self._flush)
         self._timer.daemon = True
 
     def __enter__(self) -> StderrProgress:
