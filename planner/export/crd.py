@@ -149,6 +149,12 @@ def _cel_escape(pattern: str) -> str:
 def _status(model: type[BaseModel]) -> Schema:
     schema = openapi(model)
     schema["x-kubernetes-preserve-unknown-fields"] = True
+    conditions = schema["properties"]["conditions"]
+    # API conventions: conditions are a map keyed by type (one of each; server-side apply
+    # merges them by type), each stamped when its status last changed.
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    conditions["items"]["properties"]["lastTransitionTime"]["format"] = "date-time"
     return schema
 
 

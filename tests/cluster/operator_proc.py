@@ -46,7 +46,7 @@ def operator_service_account(cp) -> Path:
         )
     for manifest in (
         "base/operator-rbac.yaml",
-        "base/kopf-peering.yaml",
+        "optional/kopf-peering.yaml",
         "components/mig-manager/mig-config-role.yaml",
     ):
         cp.kubectl("apply", "-f", str(ROOT / "deploy" / manifest))

@@ -100,7 +100,6 @@ OPERATOR_MAY = [
     ("create", "nodepartitions.migplan.io", None),
     ("get", "nodepartitions.migplan.io/status", None),
     ("create", "events", "default"),
-    ("patch", "clusterkopfpeerings.kopf.dev", None),
     ("create", "configmaps", "gpu-operator"),
     ("list", "resourceclaims.resource.k8s.io", None),
     ("create", "devicetaintrules.resource.k8s.io", None),

@@ -110,7 +110,7 @@ def test_operator_plans_a_dry_run_plan(crds) -> None:
 def test_peering_lets_one_operator_take_over_from_another(crds) -> None:
     cp = crds
     cp.kubectl(
-        "apply", "-f", str(Path(__file__).parents[2] / "deploy" / "base" / "kopf-peering.yaml")
+        "apply", "-f", str(Path(__file__).parents[2] / "deploy" / "optional" / "kopf-peering.yaml")
     )
     cp.kubectl(
         "wait",
