@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from migplan.operator.cli.context import OutputFormat, console, print_document, state
+from migplan.operator.cli.context import OutputFormat, console, new_table, print_document, state
 from migplan.operator.cli.pictures import slice_bar_text
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import GpuModel, Profile
@@ -74,7 +73,7 @@ def _model_summary(m: GpuModel) -> dict[str, Any]:
 
 
 def _print_models(models: list[GpuModel]) -> None:
-    table = Table(title="GPU models (migplan profiles MODEL shows one)", title_justify="left")
+    table = new_table(title="GPU models (migplan profiles MODEL shows one)", title_justify="left")
     for column in ("model", "compute / memory slices", "profiles", "products (NVML names)"):
         table.add_column(column)
     for m in models:
@@ -99,7 +98,7 @@ def _print_profiles(gpu: GpuModel) -> None:
             else ""
         )
     )
-    table = Table(show_lines=False)
+    table = new_table(show_lines=False)
     for column in (
         "profile",
         "id",
@@ -133,7 +132,7 @@ def _print_profiles(gpu: GpuModel) -> None:
             p.evidence.multiprocessors.value if p.evidence.multiprocessors else "?",
         )
     out.print(table)
-    products = Table(
+    products = new_table(
         "NVML name",
         "GFD label (nvidia.com/gpu.product)",
         "PCI id",
@@ -197,7 +196,7 @@ def layouts(
     kind = "maximal layouts" if maximal else "valid layouts"
     which = profiles_ or "all profiles"
     out = console()
-    table = Table(
+    table = new_table(
         title=f"{gpu.model}: {len(found)} {kind} of {which}",
         title_justify="left",
         show_edge=False,

@@ -13,6 +13,7 @@ from migplan.operator.cli.context import (
     KubeconfigOpt,
     OutputFormat,
     console,
+    new_table,
     print_document,
 )
 from migplan.operator.cli.progress import StderrProgress
@@ -64,7 +65,7 @@ def _nodes_table(plan: dict[str, Any]) -> Table | None:
     nodes = ((plan.get("status") or {}).get("rollout") or {}).get("nodes") or {}
     if not nodes:
         return None
-    table = Table("#", "node", "step", "since", "evict", "target", "message", box=None)
+    table = new_table("#", "node", "step", "since", "evict", "target", "message", box=None)
     for record in sorted((r for r in nodes.values() if r), key=lambda r: r.get("order", 0)):
         step = record.get("step", "?")
         style = STEP_STYLE.get(step, "cyan")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO, cast
 
 import typer
 import yaml
+from rich import box
 from rich.console import Console
+from rich.table import Table
 
 from migplan.planner.hardware.catalog import Catalog, GpuModel, default_catalog, load_catalog
 
@@ -66,11 +70,46 @@ def state(ctx: typer.Context) -> CliState:
 
 
 PIPED_WIDTH = 200
+"""Columns when stdout is not a terminal and COLUMNS does not say: wide enough that nothing
+wraps; the lines carry no trailing spaces, so a wide page costs nothing."""
+
+
+class _Trimmed(io.TextIOBase):
+    """Writes through to `out`, each line without trailing spaces (a table's padding, a
+    title centred on the width)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._line = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._line + text).split("\n")
+        self._line = lines.pop()
+        for line in lines:
+            self._out.write(line.rstrip() + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 def console() -> Console:
-    """A rich console for stdout: terminal width on a terminal, wide and plain when piped."""
-    return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+    """A rich console for stdout: the terminal's width on a terminal; piped, COLUMNS or wide,
+    plain ASCII tables, no trailing spaces."""
+    if sys.stdout.isatty():
+        return Console()
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+    trimmed = cast(TextIO, _Trimmed(sys.stdout))
+    return Console(file=trimmed, width=width, no_color=True, soft_wrap=True)
+
+
+def new_table(*columns: str, **options: Any) -> Table:
+    """A rich table for `console()`: box lines on a terminal, plain ASCII when piped (where
+    `box=None` is not asked for)."""
+    if "box" not in options:
+        options["box"] = box.HEAVY_HEAD if sys.stdout.isatty() else box.ASCII
+    return Table(*columns, **options)
 
 
 KubeconfigOpt = Annotated[

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import (
@@ -16,6 +15,7 @@ from migplan.operator.cli.context import (
     KubeconfigOpt,
     OutputFormat,
     console,
+    new_table,
     print_document,
 )
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
@@ -143,17 +143,19 @@ def _print(
     out.print(f"[bold]migplan doctor[/]: {nodes} GPU nodes, actuator {actuator.value}, {where}")
     shown = [f for f in findings if show_all or f.severity is not Severity.OK]
     if shown:
-        table = Table("node", "check", "result", "finding", "fix", box=None, show_lines=False)
+        table = new_table("node", "check", "result", "finding", box=None, show_lines=False)
         for f in shown:
             style = STYLE[f.severity]
             table.add_row(
-                f.node or "(cluster)",
-                f.check,
-                f"[{style}]{f.severity.value}[/]",
-                f.message,
-                f.fix or "-",
+                f.node or "(cluster)", f.check, f"[{style}]{f.severity.value}[/]", f.message
             )
         out.print(table)
+        fixes = [f for f in shown if f.fix]
+        if fixes:
+            out.print("[bold]fix[/]")
+            for f in fixes:
+                # One line each, never wrapped: a command must copy whole.
+                out.print(f"  {f.node or '(cluster)'} {f.check}: {f.fix}", soft_wrap=True)
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
     passed, _, _ = summary(findings)
     verdict = "[green]ready[/]" if passed else "[bold red]some nodes would be refused[/]"

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from migplan.operator.cli.context import OutputFormat, console, print_document, state
+from migplan.operator.cli.context import OutputFormat, console, new_table, print_document, state
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare, confirmations
 from migplan.operator.nvml.emulator import FakeNvml
@@ -145,7 +144,7 @@ def _print(report: list[dict[str, Any]]) -> None:
             )
         )
         if e.get("profiles"):
-            table = Table(
+            table = new_table(
                 "id",
                 "profile",
                 "compute",

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from migplan.operator.cli import began
@@ -21,6 +20,7 @@ from migplan.operator.cli.context import (
     KubeconfigOpt,
     PlanFileArg,
     console,
+    new_table,
     state,
 )
 from migplan.operator.cli.files import (
@@ -55,9 +55,18 @@ class PreviewFormat(StrEnum):
     JSON = "json"
 
 
-def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
+CHANGED_ONLY_ABOVE = 32
+"""GPUs covered past which the text preview shows only the GPUs that change (unless
+--all-gpus): a fleet's unchanged GPUs would bury what matters."""
+
+
+def _print_gpus(out: Console, plan: Plan, catalog: Catalog, *, changed_only: bool) -> None:
     node = None
+    hidden = 0
     for gp in plan.gpus:
+        if changed_only and not gp.changed:
+            hidden += 1
+            continue
         if gp.node != node:
             node = gp.node
             out.print(Text(f"node {node}", style="bold"))
@@ -76,15 +85,20 @@ def _print_gpus(out: Console, plan: Plan, catalog: Catalog) -> None:
             out.print(
                 Text(f"{' ' * len(head.plain)}evict     {', '.join(gp.evict)}", style="bold red")
             )
+    if hidden:
+        out.print(Text(f"({hidden} unchanged GPUs not shown; --all-gpus shows them)", style="dim"))
     out.print(Text(LEGEND, style="dim"))
 
 
 def _print_demand(out: Console, plan: Plan) -> None:
-    table = Table(title="Demand", title_justify="left")
-    for column in ("resource", "kind", "priority", "requested", "met", "for", "reason"):
+    """The demand table (names kept whole), then why each unmet row is unmet, as prose that
+    wraps at any width."""
+    table = new_table(title="Demand", title_justify="left")
+    for column in ("resource", "kind", "prio", "wanted", "met", "for"):
         table.add_column(
             column,
-            justify="right" if column in ("priority", "requested", "met") else "left",
+            justify="right" if column in ("prio", "wanted", "met") else "left",
+            no_wrap=True,  # a name split at `/` or `-` reads as two
             overflow="fold",
         )
     for r in plan.demand:
@@ -95,18 +109,22 @@ def _print_demand(out: Console, plan: Plan) -> None:
             str(r.priority),
             str(r.requested),
             r.met_text,
-            _who(r.pods),
-            r.reason or "",
+            "\n".join(_who(r.pods)),  # a name a line: none is split
             style=style,
         )
     out.print(table)
+    unmet = [r for r in plan.demand if r.reason]
+    if unmet:
+        out.print(Text("Why not met", style="bold"))
+        for r in unmet:
+            out.print(Text(f"  {r.label}: {r.reason}", style="yellow"))
 
 
-def _who(pods: tuple[str, ...], shown: int = 2) -> str:
+def _who(pods: tuple[str, ...], shown: int = 2) -> list[str]:
     """The pods (or Kueue Workloads) behind a demand row, the first few named."""
     if len(pods) <= shown:
-        return ", ".join(pods)
-    return f"{', '.join(pods[:shown])} +{len(pods) - shown} more"
+        return list(pods)
+    return [*pods[:shown], f"+{len(pods) - shown} more"]
 
 
 def _print_solver(out: Console, plan: Plan) -> None:
@@ -120,7 +138,7 @@ def _print_solver(out: Console, plan: Plan) -> None:
             f"{s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
         )
     )
-    table = Table(show_edge=False)
+    table = new_table(show_edge=False)
     for column in ("stage", "sense", "status", "value", "bound", "seconds"):
         table.add_column(
             column, justify="left" if column in ("stage", "sense", "status") else "right"
@@ -137,8 +155,11 @@ def _print_solver(out: Console, plan: Plan) -> None:
     out.print(table)
 
 
-def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
-    """The human-readable preview of a plan."""
+def print_preview(
+    outcome: PlanOutcome, *, name: str, catalog: Catalog, all_gpus: bool | None = None
+) -> None:
+    """The human-readable preview of a plan: every GPU with `all_gpus`, only the changed
+    ones without, and by default every GPU of a small fleet (CHANGED_ONLY_ABOVE)."""
     plan = outcome.plan
     out = console()
     s = plan.summary
@@ -152,7 +173,8 @@ def print_preview(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> None:
         )
     )
     out.print(Text(f"input {plan.input_hash}", style="dim"))
-    _print_gpus(out, plan, catalog)
+    show_all = all_gpus if all_gpus is not None else len(plan.gpus) <= CHANGED_ONLY_ABOVE
+    _print_gpus(out, plan, catalog, changed_only=not show_all)
     _print_demand(out, plan)
     _print_solver(out, plan)
 
@@ -255,6 +277,15 @@ def preview(
             help="Also write the geometry report: one self-contained HTML file.",
         ),
     ] = None,
+    all_gpus: Annotated[
+        bool | None,
+        typer.Option(
+            "--all-gpus/--changed-only",
+            help="Text output: every GPU, or only those that change (default: every GPU up "
+            f"to {CHANGED_ONLY_ABOVE} GPUs, only the changed ones above).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
 
@@ -292,4 +323,4 @@ def preview(
         document = outcome.plan.model_dump(mode="json", by_alias=True)
         typer.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
     else:
-        print_preview(outcome, name=manifest.metadata.name, catalog=cli.catalog)
+        print_preview(outcome, name=manifest.metadata.name, catalog=cli.catalog, all_gpus=all_gpus)
