@@ -139,3 +139,11 @@ def test_dockerfile_is_pinned_non_root_and_labelled() -> None:
     assert 'ENTRYPOINT ["migplan"]' in text
     for label in ("title", "version", "source", "licenses"):
         assert f"org.opencontainers.image.{label}=" in text
+
+
+def test_the_chart_and_its_image_carry_the_package_version() -> None:
+    import yaml
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((ROOT / "charts" / "migplan" / "Chart.yaml").read_text())
+    assert chart["version"] == chart["appVersion"] == version

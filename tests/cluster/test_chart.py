@@ -239,3 +239,57 @@ def test_helm_install_then_the_operator_plans_as_the_charts_service_account(
     left = cp.kubectl("get", "clusterrole", "migplan-operator", check=False)
     assert left.returncode != 0
     assert "NotFound" in left.stderr
+
+
+def helm_fails(bin_dir: Path, *values: str) -> str:
+    sets = [arg for v in values for arg in ("--set", v)]
+    ran = subprocess.run(
+        [str(bin_dir / "helm"), "template", RELEASE, str(CHART), "-n", NAMESPACE, *sets],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert ran.returncode != 0, ran.stdout[:500]
+    return ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("logFormat=xml", "at '/logFormat': value must be one of"),
+        ("operator.replicas=two", "at '/operator/replicas': got string, want integer"),
+        ("operator.metricsPort=0", "at '/operator/metricsPort'"),
+        ("operater.replicas=2", "additional properties 'operater' not allowed"),
+    ],
+)
+def test_the_values_schema_refuses_what_would_fail_at_pod_start(
+    bin_dir: Path, value: str, said: str
+) -> None:
+    assert said in helm_fails(bin_dir, value)
+
+
+def test_the_usual_overrides_reach_the_operators_pod(bin_dir: Path) -> None:
+    rendered = template(
+        bin_dir,
+        "operator.podAnnotations.example\\.com/team=gpu",
+        "operator.extraArgs[0]=--tick=30",
+        "operator.extraEnv[0].name=HTTPS_PROXY",
+        "operator.extraEnv[0].value=http://proxy:3128",
+        "operator.resources.limits.memory=2Gi",
+        "operator.securityContext.readOnlyRootFilesystem=false",
+    )
+    deployment = next(
+        d
+        for d in rendered
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "migplan-operator"
+    )
+    pod = deployment["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert pod["metadata"]["annotations"]["example.com/team"] == "gpu"
+    assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert "--tick=30" in container["args"]
+    assert {"name": "HTTPS_PROXY", "value": "http://proxy:3128"} in container["env"]
+    assert container["resources"]["limits"]["memory"] == "2Gi"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is False
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
