@@ -18,17 +18,16 @@ import structlog
 from kubernetes import client
 
 from migplan.operator.controller.cordons import CordonIndex
+from migplan.operator.controller.events import EventRecorder
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, Boundary, no_boundary
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra.helper import CelUnavailable, evaluator
 from migplan.operator.gpu_operator import GpuOperatorSettings
-from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.connect import connect
 from migplan.operator.kube.leader import Leadership
 from migplan.operator.kube.leader import identity as leader_identity
-from migplan.operator.kube.seam import Kube
 from migplan.planner.api.group import GROUP, PLANS, VERSION
 from migplan.planner.api.spec import Actuator
 from migplan.planner.hardware.catalog import default_catalog
@@ -65,14 +64,6 @@ def _runtime(memo: kopf.Memo) -> Runtime:
     return found
 
 
-def _post_event(api: Kube, body: PlanBody, kind: str, reason: str, message: str) -> None:
-    """Post an event on the plan; a failure to post is logged, never raised."""
-    try:
-        api.core.create_event(obj=body, kind=kind, reason=reason, message=message)
-    except Exception as exc:  # an event is worth less than the step that caused it
-        log.warning("event not posted", reason=reason, error=repr(exc))
-
-
 def configure(
     *,
     kubeconfig: str | None,
@@ -88,10 +79,12 @@ def configure(
     """Connect the controller and make the periodic tick (`tick` seconds apart);
     `boundary` is called between each node's rollout steps (tests stop the operator there)."""
     api = connect(kubeconfig=kubeconfig)
+    recorder = EventRecorder(api)
     controller = PlanController(
         api=api,
         catalog=default_catalog(),
-        events=functools.partial(_post_event, api),
+        events=recorder.post,
+        node_events=recorder.on_node,
         agent_timeout=agent_timeout,
         mig_config_map=mig_config_map,
         default_actuator=default_actuator,

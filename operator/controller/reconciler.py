@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +25,7 @@ from migplan.operator.controller.conflicts import conflicting_plan
 from migplan.operator.controller.planning import plan_status
 from migplan.operator.controller.rollout import (
     Boundary,
+    NodeEventSink,
     NodeStepper,
     no_boundary,
     release_nodes,
@@ -75,7 +76,7 @@ MESSAGE_LIMIT = 1024
 """Longest error message written into a condition or an event."""
 REBALANCE = "migplan.io/rebalance"
 """Annotation `migplan rebalance` sets (a timestamp): re-plan now."""
-Events = Callable[[PlanBody, str, str, str], None]
+Events = Callable[[Mapping[str, Any], str, str, str], None]
 """(plan object, Normal|Warning, reason, message) -> posts an event on the plan."""
 
 
@@ -110,6 +111,8 @@ class PlanController:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     boundary: Boundary = no_boundary
     """Called at each node's step boundaries (tests stop the operator there)."""
+    node_events: NodeEventSink | None = None
+    """Posts an event on a Node (node name, Normal|Warning, reason, message)."""
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _warned: set[tuple[str | None, str]] = field(default_factory=set)
@@ -538,6 +541,7 @@ class PlanController:
             mig_config_propagation=self.mig_config_propagation,
             dra_mode=spec.dra.mode if spec.dra else None,
             boundary=self.boundary,
+            node_events=self.node_events,
         )
 
     def _finish_in_hand(self, body: PlanBody) -> None:

@@ -45,6 +45,8 @@ log = structlog.get_logger("migplan.rollout")
 
 CORDONED_BY = "migplan.io/cordoned-by"
 """Node annotation naming the plan that cordoned the node; only that plan uncordons it."""
+NodeEventSink = Callable[[str, str, str, str], None]
+"""(node, type Normal|Warning, reason, message) -> posts an event on the Node."""
 Boundary = Callable[[str, NodeStep], None]
 """Called at each step boundary: ("before", step) once the step is recorded and before it is
 taken, ("after", step) once it is taken and before the next is recorded. Tests raise or exit
@@ -93,6 +95,8 @@ class NodeStepper:
     dra_mode: DraMode | None = None
     """`steer`: the node's GPUs are DynamicMIG's; its layouts are kept with device taints."""
     boundary: Boundary = no_boundary
+    node_events: NodeEventSink | None = None
+    """Where node-level steps are told on the Node too (cordoned, evicted, finished)."""
     _refusals: dict[str, _Refusal] = field(default_factory=dict)
     """Per pod, the last refused eviction: why, how often, and when to try again."""
     _actuator: NodeActuator | None = None
@@ -154,6 +158,7 @@ class NodeStepper:
             metrics.NODES_RECONFIGURED.labels(plan=self.plan, result=result).inc()
             kind = "Normal" if record.step is NodeStep.DONE else "Warning"
             self.events(kind, f"Node{result}", f"{record.node}: {record.message or result}")
+            self._on_node(record.node, kind, f"Migplan{result}", record.message or result)
         self.boundary("before", record.step)
         return record
 
@@ -229,7 +234,13 @@ class NodeStepper:
     def _cordon(self, record: NodeRollout) -> NodeRollout:
         ours = self.api.core.cordon_node(name=record.node, annotation=CORDONED_BY, owner=self.plan)
         message = "cordoned" if ours else "already cordoned by someone else: it stays so afterwards"
+        if ours:
+            self._on_node(record.node, "Normal", "MigplanCordoned", f"cordoned by plan {self.plan}")
         return next_step(record, NodeStep.EVICTING, message)
+
+    def _on_node(self, node: str, kind: str, reason: str, message: str) -> None:
+        if self.node_events is not None:
+            self.node_events(node, kind, reason, message)
 
     def _evict(self, record: NodeRollout) -> NodeRollout | None:
         """Evict the planned pods (never others); move on once they are all gone."""
@@ -311,6 +322,7 @@ class NodeStepper:
             metrics.EVICTIONS.labels(plan=self.plan).inc()
             log.info("evicted", plan=self.plan, node=record.node, pod=pod)
             self.events("Normal", "Evicted", f"{pod} evicted from {record.node}")
+            self._on_node(record.node, "Normal", "MigplanEvicted", f"{pod} evicted ({self.plan})")
             return _Eviction.TERMINATING, None
         metrics.EVICTIONS_REFUSED.labels(plan=self.plan).inc()
         tries = (last.tries if last else 0) + 1

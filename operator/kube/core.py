@@ -201,8 +201,9 @@ class Core:
         found.data = edit(dict(found.data or {}))
         core.replace_namespaced_config_map(name, namespace, found)
 
-    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
-        """Post an event about `obj` (events of cluster-scoped objects live in `default`)."""
+    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> str:
+        """Post an event about `obj` (events of cluster-scoped objects live in `default`);
+        its name."""
 
         meta = obj["metadata"]
         namespace = meta.get("namespace") or "default"
@@ -224,7 +225,20 @@ class Core:
             last_timestamp=now,
             count=1,
         )
-        client.CoreV1Api(self.api).create_namespaced_event(namespace, body)
+        made = client.CoreV1Api(self.api).create_namespaced_event(namespace, body)
+        return str(made.metadata.name)
+
+    def bump_event(self, *, namespace: str, name: str, count: int) -> bool:
+        """Say an event happened again: its count and last timestamp (as kubectl shows
+        `x3 over 5m`); False when the event is gone (expired), so a new one is posted."""
+        body = {"count": count, "lastTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        try:
+            client.CoreV1Api(self.api).patch_namespaced_event(name, namespace, body)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def list_cluster_policies(self) -> list[dict[str, Any]] | None:
         """The GPU Operator's ClusterPolicy objects; None when the API server has no such kind

@@ -74,8 +74,11 @@ class CoreApi(Protocol):
     ) -> None:
         """Read-modify-write the ConfigMap's data (created if missing), again on a conflict."""
 
-    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> str:
         """Post an event about `obj` (events of cluster-scoped objects live in `default`)."""
+
+    def bump_event(self, *, namespace: str, name: str, count: int) -> bool:
+        """Set an event's count and last timestamp; False when it is gone."""
 
     def list_cluster_policies(self) -> list[dict[str, Any]] | None:
         """The GPU Operator's ClusterPolicies; None when the kind is not served or readable."""

@@ -427,17 +427,28 @@ class FakeCore:
         found["data"] = edit(dict(found.get("data") or {}))
         self.store.patch("configmaps", name, found, namespace=namespace, replace=True)
 
-    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+    def create_event(self, *, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> str:
         meta = obj["metadata"]
         namespace = meta.get("namespace") or "default"
         event = {
             "metadata": {"generateName": f"{meta['name']}."},
-            "involvedObject": {"kind": obj.get("kind"), "name": meta["name"]},
+            "involvedObject": {
+                "kind": obj.get("kind"),
+                "name": meta["name"],
+                "uid": meta.get("uid"),
+            },
             "type": kind,
             "reason": reason,
             "message": message[:1024],
+            "count": 1,
         }
-        self.store.create("events", event, namespace)
+        return str(self.store.create("events", event, namespace)["metadata"]["name"])
+
+    def bump_event(self, *, namespace: str, name: str, count: int) -> bool:
+        if self.store.find("events", name, namespace) is None:
+            return False
+        self.store.patch("events", name, {"count": count}, namespace=namespace)
+        return True
 
     def list_cluster_policies(self) -> list[dict[str, Any]] | None:
         return None

@@ -267,3 +267,17 @@ def test_a_watch_from_the_version_read_waits_for_a_change_after_it(twin: Twin) -
     started = time.monotonic()
     assert api.plans.watch_node_partition(name=name, timeout=1, since=now) == []
     assert time.monotonic() - started >= 0.9
+
+
+def test_an_event_is_posted_then_counted_again(twin: Twin) -> None:
+    api, namespace = twin.api, twin.prefix
+    twin.create_raw("namespaces", {"metadata": {"name": namespace}})
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": namespace},
+    }
+    name = api.core.create_event(obj=obj, kind="Normal", reason="Tested", message="once")
+    assert name.startswith("x.")
+    assert api.core.bump_event(namespace=namespace, name=name, count=2)
+    assert not api.core.bump_event(namespace=namespace, name="x.gone", count=2)

@@ -171,7 +171,14 @@ def test_a_disruptive_change_takes_every_step_and_evicts_only_the_planned_pod(
     clock = Clock()
     boundaries: list[tuple[str, NodeStep]] = []
     events: list[tuple[str, str, str]] = []
-    steps = stepper(cluster, clock, boundary=lambda *b: boundaries.append(b), events=events)
+    node_events: list[tuple[str, str, str, str]] = []
+    steps = stepper(
+        cluster,
+        clock,
+        boundary=lambda *b: boundaries.append(b),
+        events=events,
+        node_events=lambda *e: node_events.append(e),
+    )
     waiting = steps.advance(record())
     assert waiting.step is NodeStep.VERIFYING
     assert cordoned(cluster)
@@ -200,6 +207,8 @@ def test_a_disruptive_change_takes_every_step_and_evicts_only_the_planned_pod(
     ]
     assert [reason for _, reason, _ in events] == ["MigManagerDisabled", "Evicted", "NodeDone"]
     assert events[-1] == ("Normal", "NodeDone", f"{NODE}: reconfigured")
+    on_node = [(n, r) for n, _, r, _ in node_events]
+    assert on_node == [(NODE, "MigplanCordoned"), (NODE, "MigplanEvicted"), (NODE, "MigplanDone")]
 
 
 def test_a_change_that_only_adds_instances_never_cordons(cluster: InMemoryCluster) -> None:
