@@ -23,17 +23,21 @@ class Plans:
 
     api: client.ApiClient
 
-    def get_plan(self, *, name: str) -> PlanBody | None:
-        """The GPUPartitionPlan `name`, or None if it is gone."""
+    def _get(self, plural: str, name: str) -> dict[str, Any] | None:
+        """migplan's object `plural`/`name`, or None if there is none."""
         try:
             found = client.CustomObjectsApi(self.api).get_cluster_custom_object(
-                GROUP, VERSION, PLANS, name
+                GROUP, VERSION, plural, name
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return cast(PlanBody, found)
+        return cast(dict[str, Any], found)
+
+    def get_plan(self, *, name: str) -> PlanBody | None:
+        """The GPUPartitionPlan `name`, or None if it is gone."""
+        return cast(PlanBody | None, self._get(PLANS, name))
 
     def list_plans(self) -> list[PlanBody]:
         """Every GPUPartitionPlan."""
@@ -59,15 +63,7 @@ class Plans:
 
     def get_node_partition(self, *, name: str) -> NodePartitionBody | None:
         """The NodePartition `name`, or None if there is none."""
-        try:
-            found = client.CustomObjectsApi(self.api).get_cluster_custom_object(
-                GROUP, VERSION, NODE_PARTITIONS, name
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return cast(NodePartitionBody, found)
+        return cast(NodePartitionBody | None, self._get(NODE_PARTITIONS, name))
 
     def list_node_partitions(self) -> list[NodePartitionBody]:
         """Every NodePartition."""
