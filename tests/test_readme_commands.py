@@ -50,6 +50,7 @@ def test_demo_runs_and_shows_the_preview() -> None:
     assert "Solver: cp-sat OPTIMAL" in result.stdout
     assert "4g.40gb cannot start at slice 4" in result.stdout
     assert "Traceback" not in result.stderr
+    assert "\033[" not in result.stdout  # piped: no escape codes
 
 
 def test_readme_install_command_gives_a_working_kubectl_plugin(tmp_path: Path) -> None:
