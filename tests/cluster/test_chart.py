@@ -293,3 +293,19 @@ def test_the_usual_overrides_reach_the_operators_pod(bin_dir: Path) -> None:
     assert container["resources"]["limits"]["memory"] == "2Gi"
     assert container["securityContext"]["readOnlyRootFilesystem"] is False
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_agents_overrides_reach_its_pods(bin_dir: Path) -> None:
+    rendered = template(
+        bin_dir,
+        "agent.podAnnotations.example\\.com/team=gpu",
+        "agent.extraArgs[0]=--interval=60",
+        "agent.extraEnv[0].name=NVIDIA_DRIVER_ROOT",
+        "agent.extraEnv[0].value=/run/nvidia/driver",
+    )
+    daemonset = next(d for d in rendered if d["kind"] == "DaemonSet")
+    pod = daemonset["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert pod["metadata"]["annotations"]["example.com/team"] == "gpu"
+    assert "--interval=60" in container["args"]
+    assert {"name": "NVIDIA_DRIVER_ROOT", "value": "/run/nvidia/driver"} in container["env"]
