@@ -75,6 +75,10 @@ def without_install_labels(obj: dict) -> dict:
         labels.pop(name, None)
     if not labels:
         obj["metadata"].pop("labels", None)
+    annotations = obj["metadata"].get("annotations", {})
+    annotations.pop("helm.sh/resource-policy", None)  # the chart keeps its CRDs on uninstall
+    if not annotations:
+        obj["metadata"].pop("annotations", None)
     return obj
 
 
@@ -103,10 +107,13 @@ def test_chart_renders_what_deploy_applies(bin_dir: Path, variant: str) -> None:
 
 def test_chart_labels_every_object_it_owns(bin_dir: Path) -> None:
     for obj in template(bin_dir, *EVERYTHING):
-        if obj["kind"] != "CustomResourceDefinition":
-            labels = obj["metadata"]["labels"]
-            assert labels["app.kubernetes.io/part-of"] == "migplan", key(obj)
-            assert labels["app.kubernetes.io/managed-by"] == "Helm", key(obj)
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/part-of"] == "migplan", key(obj)
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", key(obj)
+    crds = [o for o in template(bin_dir) if o["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 2
+    assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in crds)
+    assert not [o for o in template(bin_dir, "crds.install=false") if "CustomResource" in o["kind"]]
 
 
 def test_chart_rebalance_cronjob_is_the_example(bin_dir: Path) -> None:
@@ -184,9 +191,13 @@ def test_chart_with_every_option_passes_the_api_servers_dry_run(
     agent_ns.append(dra)
     cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(agent_ns))
     rest = [o for o in objects if o["kind"] not in ("CustomResourceDefinition", "Namespace")]
-    dry = cp.kubectl(
-        "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(rest), check=False
-    )
+    try:
+        dry = cp.kubectl(
+            "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(rest), check=False
+        )
+    finally:  # the install below makes them as the release's own
+        for crd in crds:
+            cp.kubectl("delete", "crd", crd["metadata"]["name"], "--wait=true")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.count("(server dry run)") == len(rest)
 
@@ -309,3 +320,55 @@ def test_the_agents_overrides_reach_its_pods(bin_dir: Path) -> None:
     assert pod["metadata"]["annotations"]["example.com/team"] == "gpu"
     assert "--interval=60" in container["args"]
     assert {"name": "NVIDIA_DRIVER_ROOT", "value": "/run/nvidia/driver"} in container["env"]
+
+
+PREVIOUS = "d3bf8de"
+"""A commit whose chart installed the CRDs from crds/ (which Helm never upgrades)."""
+ADOPT = (
+    ("label", "app.kubernetes.io/managed-by=Helm"),
+    ("annotate", f"meta.helm.sh/release-name={RELEASE}"),
+    ("annotate", f"meta.helm.sh/release-namespace={NAMESPACE}"),
+)
+"""README's one-time step for a release installed before the CRDs were templates."""
+CRDS = ("crd/gpupartitionplans.migplan.io", "crd/nodepartitions.migplan.io")
+
+
+def previous_chart(tmp_path: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", PREVIOUS, "charts/migplan"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive, check=True)
+    return tmp_path / "charts" / "migplan"
+
+
+def conditions_schema(cp, plural: str) -> dict:
+    crd = json.loads(cp.kubectl("get", f"crd/{plural}.migplan.io", "-o", "json").stdout)
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return dict(status["properties"]["conditions"])
+
+
+def test_helm_upgrade_brings_the_new_crds_and_uninstall_keeps_them(
+    bin_dir: Path, chart_plane: ControlPlane, tmp_path: Path
+) -> None:
+    cp = chart_plane
+    for crd in CRDS:
+        cp.kubectl("delete", crd, "--ignore-not-found", "--wait=true")
+    old = previous_chart(tmp_path)
+    helm(bin_dir, "install", RELEASE, str(old), "-n", NAMESPACE, kubeconfig=cp.kubeconfig)
+    assert "x-kubernetes-list-type" not in conditions_schema(cp, "gpupartitionplans")
+    try:
+        for verb, mark in ADOPT:
+            cp.kubectl(verb, *CRDS, mark, "--overwrite")
+        helm(bin_dir, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, kubeconfig=cp.kubeconfig)
+        for plural in ("gpupartitionplans", "nodepartitions"):
+            conditions = conditions_schema(cp, plural)
+            assert conditions["x-kubernetes-list-type"] == "map", plural
+            assert conditions["x-kubernetes-list-map-keys"] == ["type"], plural
+        # From here on an upgrade needs nothing done by hand.
+        helm(bin_dir, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, kubeconfig=cp.kubeconfig)
+    finally:
+        helm(bin_dir, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", kubeconfig=cp.kubeconfig)
+    for crd in CRDS:
+        assert cp.kubectl("get", crd, check=False).returncode == 0, f"{crd} went with the release"
