@@ -17,7 +17,7 @@ from migplan.operator.agent.metrics import record_pass
 from migplan.operator.agent.podresources import dra_instances
 from migplan.operator.agent.reconcile import GpuOutcome, GpuPhase, reconcile_gpu
 from migplan.operator.conditions import keep_transition_times, new_condition
-from migplan.operator.kube.quantities import device_count
+from migplan.operator.kube.quantities import mig_counts
 from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare
@@ -337,13 +337,7 @@ class NodeAgent:
         while True:
             node = self.api.core.get_node(name=self.node)
             allocatable = node.status.allocatable or {}
-            have = Counter(
-                {
-                    k: n
-                    for k, v in allocatable.items()
-                    if is_mig_resource(k) and (n := device_count(v))
-                }
-            )
+            have = mig_counts(allocatable)
             labels = _mig_count_labels(node.metadata.labels or {}) if labelled else want
             if have == want and labels == want:
                 return True, (

@@ -40,6 +40,8 @@ class EventRecorder:
     api: Kube
     monotonic: Callable[[], float] = time.monotonic
     _posted: OrderedDict[tuple[str, ...], _Posted] = field(default_factory=OrderedDict)
+    _uids: dict[str, str] = field(default_factory=dict)
+    """Node name -> UID, read once (a rollout posts several events per node)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def post(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
@@ -68,10 +70,16 @@ class EventRecorder:
 
     def on_node(self, node: str, kind: str, reason: str, message: str) -> None:
         """An event on the Node `node` (kubectl describe node shows it)."""
-        try:
-            uid = self.api.core.get_node(name=node).metadata.uid
-        except Exception as exc:
-            log.warning("event not posted", reason=reason, node=node, error=repr(exc))
-            return
+        uid = self._uids.get(node)
+        if uid is None:
+            try:
+                uid = str(self.api.core.get_node(name=node).metadata.uid)
+            except Exception as exc:
+                log.warning("event not posted", reason=reason, node=node, error=repr(exc))
+                return
+            with self._lock:
+                if len(self._uids) >= REMEMBERED:
+                    self._uids.clear()
+                self._uids[node] = uid
         ref = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "uid": uid}}
         self.post(ref, kind, reason, message)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
+
 from kubernetes.utils import parse_quantity
+
+from migplan.planner.hardware.resources import is_mig_resource
 
 
 def device_count(value: object) -> int | None:
@@ -15,3 +20,10 @@ def device_count(value: object) -> int | None:
     if quantity < 0 or quantity != quantity.to_integral_value():
         return None
     return int(quantity)
+
+
+def mig_counts(resources: Mapping[str, object]) -> Counter[str]:
+    """The MIG resources of a node's allocatable (or capacity) with a count above zero."""
+    return Counter(
+        {k: n for k, v in resources.items() if is_mig_resource(k) and (n := device_count(v))}
+    )

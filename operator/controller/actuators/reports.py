@@ -8,11 +8,11 @@ from collections import Counter
 from migplan.operator.controller.actuators.base import Observed
 from migplan.operator.dra import steer
 from migplan.operator.dra.devices import DeviceKind
-from migplan.operator.kube.quantities import device_count
+from migplan.operator.kube.quantities import mig_counts
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.spec import DraMode
 from migplan.planner.hardware.layout import Layout
-from migplan.planner.hardware.resources import is_mig_resource, resource_name
+from migplan.planner.hardware.resources import resource_name
 
 
 def reported(api: Kube, *, node: str) -> Observed:
@@ -38,9 +38,7 @@ def offered_mismatch(
     for layout in layouts.values():
         want.update(resource_name(i.profile) for i in Layout.parse(layout).instances)
     allocatable = api.core.get_node(name=node).status.allocatable or {}
-    have = Counter(
-        {k: n for k, v in allocatable.items() if is_mig_resource(k) and (n := device_count(v))}
-    )
+    have = mig_counts(allocatable)
     if have == want:
         return None
     return f"waiting for the device plugin: node offers {dict(have)}, NVML has {dict(want)}"

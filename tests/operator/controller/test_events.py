@@ -54,3 +54,21 @@ def test_a_node_event_names_the_node() -> None:
 
 def test_a_failure_to_post_is_not_raised() -> None:
     EventRecorder(InMemoryCluster()).on_node("gone", "Normal", "MigplanCordoned", "x")
+
+
+def test_a_nodes_uid_is_read_once() -> None:
+    cluster = InMemoryCluster()
+    cluster.add_node("n1")
+    reads: list[str] = []
+    get_node = cluster.core.get_node
+
+    def counted(*, name: str):
+        reads.append(name)
+        return get_node(name=name)
+
+    cluster.core.get_node = counted  # type: ignore[method-assign]
+    recorder = EventRecorder(cluster)
+    recorder.on_node("n1", "Normal", "MigplanCordoned", "cordoned by plan p")
+    recorder.on_node("n1", "Normal", "MigplanDone", "reconfigured")
+    assert reads == ["n1"]
+    assert len(cluster.events()) == 2
