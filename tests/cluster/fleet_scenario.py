@@ -160,9 +160,12 @@ def _shift_and_rebalance(cp, run: FleetRun, *, mid: int) -> bool:
     for i in range(mid):
         cp.kubectl("delete", "pod", "-n", NAMESPACE, f"mid-{i}", "--wait=false")
     wait_for(lambda: not any(n.startswith("mid-") for n in _pods(cp)), "the 2g pods to end")
-    # From before the pods exist: the minute's cron may fire while they are being created.
-    # A rebalance that came too early to see them plans for no demand and does not count;
-    # the next one serves them. (Timestamps are whole seconds, hence >=.)
+    # The cron fires at the start of each minute: create the pods well inside one, so that no
+    # rebalance sees some of them and not the others (one CI run saw 1 of the 4 and planned
+    # "1/1"). A rebalance that came before them plans for no demand and does not count; the
+    # next one serves them. (Timestamps are whole seconds, hence >=.)
+    while not 5 <= datetime.now(UTC).second < 40:
+        time.sleep(0.5)
     since = timestamp(datetime.now(UTC))
     _apply(
         cp,
