@@ -4,6 +4,9 @@ the rollout tests share."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -186,3 +189,23 @@ def in_hand(cp, plan: str) -> str | None:
     """A node of `plan`'s rollout that is in hand now, if any."""
     nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
     return next((n for n, r in nodes.items() if r and r["step"] in IN_HAND), None)
+
+
+@contextmanager
+def agents_held(fleet: SimulatedFleet) -> Iterator[None]:
+    """Hold the fleet's sweep (every agent and the device plugin) until the block ends.
+
+    A rollout on two idle simulated nodes takes about a second, quicker than a test polls for
+    a node in hand; with the agents held, the node the operator has handed over waits in
+    Verifying, so the test acts (kills a leader, restarts etcd) while the node is in hand."""
+    gate = threading.Event()
+
+    def hold(_node: str) -> None:
+        gate.wait(timeout=300)
+
+    fleet.hooks.append(hold)
+    try:
+        yield
+    finally:
+        gate.set()
+        fleet.hooks.remove(hold)

@@ -17,6 +17,7 @@ from operator_proc import running_operator
 from pools import (
     ALWAYS_OPEN,
     add_pending,
+    agents_held,
     apply,
     build_pool,
     in_hand,
@@ -53,11 +54,12 @@ def test_a_rollout_survives_the_control_plane_failing_mid_way(
         start_running(cp, pool, "frag", "small")
         wanted = add_pending(cp, pool, 3)
         with running_operator(cp, kubeconfig=operator_kubeconfig):
-            apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
-            wait_for(lambda: in_hand(cp, pool), "a node in hand", timeout=60)
-            started = time.monotonic()
-            FAULTS[fault](cp)
-            outage = time.monotonic() - started
+            with agents_held(fleet):
+                apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
+                wait_for(lambda: in_hand(cp, pool), "a node in hand", timeout=60)
+                started = time.monotonic()
+                FAULTS[fault](cp)
+                outage = time.monotonic() - started
             try:
                 wait_for(
                     lambda: plan_status(cp, pool).get("phase") in ("Ready", "Degraded"),

@@ -13,6 +13,7 @@ from operator_proc import start_operator, stop_operator
 from pools import (
     ALWAYS_OPEN,
     add_pending,
+    agents_held,
     apply,
     build_pool,
     in_hand,
@@ -61,11 +62,12 @@ def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_k
         followed = wait_for(lambda: following(follower), "the follower to campaign", 30)
         assert followed.endswith(f"-{leader.pid}")
         assert holder(cp).endswith(f"-{leader.pid}")
-        apply(cp, make_plan("ha", "ha", window=ALWAYS_OPEN))
-        node = wait_for(lambda: in_hand(cp, "ha"), "a node in hand", timeout=60)
-        leader.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        leader.wait(timeout=10)
+        with agents_held(fleet):
+            apply(cp, make_plan("ha", "ha", window=ALWAYS_OPEN))
+            node = wait_for(lambda: in_hand(cp, "ha"), "a node in hand", timeout=60)
+            leader.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            leader.wait(timeout=10)
         wait_for(
             lambda: (h := holder(cp)) and h.endswith(f"-{follower.pid}"),
             "the follower to take the lease",
