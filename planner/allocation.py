@@ -20,6 +20,10 @@ reports more than the nodes can host, and may host fewer than an exhaustive sear
 Without node figures (the solver's hints) the whole fleet is one node, which is the solver's
 relaxation.
 
+Gangs (items met all together or not at all) make it a knapsack: with any gang in the
+demand, the allocation is solved exactly instead, bundles node by node included
+(`gang_allocation.py`).
+
 Shared by the plan assembly, the solver's starting points and the validator, so a plan's
 "met" means the same everywhere.
 """
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from ortools.graph.python import min_cost_flow
 
 from migplan.planner.demand import DemandItem, DemandKind, Part, demand_weight
+from migplan.planner.gang_allocation import solve_exactly
 
 Available = Mapping[DemandKind, Mapping[str, int]]
 """Instances each kind of demand may take, per profile."""
@@ -127,10 +132,13 @@ def allocate(
     """The most priority-weighted demand `available` can meet, ties to higher priority and
     then to earlier items; exact also with either/or items. Bundles go to single nodes of
     `nodes` (the FREE instances per node; None: the whole fleet as one node)."""
-    if not any(item.per_pod for item in demand):
-        return _plain(demand, available)
-    if nodes is None:
+    if nodes is None and any(item.per_pod for item in demand):
         nodes = {"": available[DemandKind.FREE]}
+    if any(item.gang for item in demand):
+        met, served, parts = solve_exactly(demand, available, nodes=nodes)
+        return Allocation(met, served, parts)
+    if nodes is None:
+        return _plain(demand, available)
     return _Packing(demand, available, nodes).run()
 
 

@@ -9,19 +9,21 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from migplan.planner.allocation import Allocation, Available, allocate, take_scattered
 from migplan.planner.api.inventory import GpuState
-from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.demand import DemandItem, DemandKind, gang_met, gangs_of
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import (
     DemandResult,
+    GangResult,
     GpuPlan,
     Operation,
     Plan,
@@ -128,6 +130,16 @@ def demand_supply(
     return supply, allocate(demand, supply.available(), nodes=nodes)
 
 
+class Explains(Protocol):
+    """Reasons for unmet demand (the solver's `Explainer`)."""
+
+    def __call__(self, item: DemandItem, met: int) -> str | None:
+        """Why `item` got only `met` of its count."""
+
+    def gang(self, items: Sequence[DemandItem]) -> str:
+        """Why the gang of `items` is not met."""
+
+
 def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
     """A stable digest of the planner's inputs (sha256 of their canonical JSON)."""
 
@@ -150,7 +162,7 @@ def assemble_plan(
     solver: SolverReport,
     digest: str,
     rebuild: bool = False,
-    explain: Callable[[DemandItem, int], str | None] | None = None,
+    explain: Explains | None = None,
 ) -> Plan:
     """The Plan that takes every GPU of `gpus` to its layout in `targets`.
 
@@ -179,6 +191,8 @@ def assemble_plan(
             )
         )
     _, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
+    gangs = gang_results(demand, allocation.met, explain=explain)
+    unmet_gang = {g.name: g.reason for g in gangs if not g.admitted}
     results = tuple(
         DemandResult(
             resource=item.resource,
@@ -190,8 +204,16 @@ def assemble_plan(
             met=got,
             served=served if item.alternatives or item.per_pod else None,
             per_pod=tuple(PodPart(profiles=p.profiles, count=p.count) for p in item.per_pod),
-            reason=(explain(item, got) if explain and got < item.count else None),
+            reason=(
+                unmet_gang[item.gang]
+                if item.gang in unmet_gang
+                else explain(item, got)
+                if explain and got < item.count
+                else None
+            ),
             pods=item.pods,
+            gang=item.gang or None,
+            min_count=item.minimum if item.gang.startswith("Workload ") else None,
         )
         for item, got, served in zip(demand, allocation.met, allocation.served, strict=True)
     )
@@ -205,5 +227,43 @@ def assemble_plan(
         met=sum(r.met * r.per_unit for r in results),
     )
     return Plan(
-        input_hash=digest, gpus=tuple(gpu_plans), demand=results, summary=summary, solver=solver
+        input_hash=digest,
+        gpus=tuple(gpu_plans),
+        demand=results,
+        gangs=gangs,
+        summary=summary,
+        solver=solver,
     )
+
+
+def gang_results(
+    demand: Sequence[DemandItem], met: Sequence[int], *, explain: Explains | None = None
+) -> tuple[GangResult, ...]:
+    """Per gang in `demand`: its pods requested and met, whether it is met, and (where
+    `explain` can say) why not."""
+    results = []
+    for gang, members in gangs_of(demand).items():
+        items = [demand[n] for n in members]
+        admitted = gang_met(demand, met, members)
+        shape = " + ".join(
+            f"{i.count} x ({i.shape})" if i.per_pod else f"{i.count} x {' or '.join(i.profiles)}"
+            for i in items
+        )
+        why = None
+        if not admitted:
+            why = explain.gang(items) if explain else None
+            why = f"gang {gang.split(' ', 1)[1]}: {shape}, all or none — not met" + (
+                f": {why}" if why else ""
+            )
+        results.append(
+            GangResult(
+                name=gang,
+                shape=shape,
+                min_count=items[0].gang_minimum,
+                requested=sum(i.count for i in items),
+                met=sum(met[n] for n in members),
+                admitted=admitted,
+                reason=why,
+            )
+        )
+    return tuple(results)

@@ -13,10 +13,11 @@ pods, each pod's parts listed in `per_pod`.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from migplan.planner.api.inventory import Inventory, PendingPod, WorkloadPodSet
+from migplan.planner.api.inventory import Gang, Inventory, PendingPod, WorkloadPodSet
 from migplan.planner.api.spec import DemandSpec
 from migplan.planner.hardware.resources import is_mig_resource, part_text, profile_of, resource_name
 
@@ -60,6 +61,15 @@ class DemandItem:
     per_pod: tuple[Part, ...] = ()
     """A bundle's parts (what each of its pods needs on one node); empty for an item that
     counts single instances."""
+    gang: str = ""
+    """The gang the item's pods belong to (`PodGroup ml/train`, `Workload ml/job-1`): its
+    items are met together or not at all; empty for pods scheduled one by one."""
+    minimum: int = 0
+    """Units this item must get when its gang is met (a Kueue pod set's count, or its
+    minCount under partial admission)."""
+    gang_minimum: int = 0
+    """Units the whole gang must get when met (the same on each of its items): a PodGroup's
+    minCount less its pods already scheduled, a Workload's pod sets' minima added up."""
 
     @property
     def resource(self) -> str:
@@ -88,6 +98,35 @@ class DemandItem:
     def shape(self) -> str:
         """What one unit needs, as a person reads it: `2 x 1g.10gb + 1 x 2g.20gb`."""
         return " + ".join(part.text for part in self.parts)
+
+
+def gangs_of(demand: Sequence[DemandItem]) -> dict[str, list[int]]:
+    """Per gang, the indices of its items in `demand` (in order)."""
+    found: dict[str, list[int]] = {}
+    for n, item in enumerate(demand):
+        if item.gang:
+            found.setdefault(item.gang, []).append(n)
+    return found
+
+
+def gang_met(demand: Sequence[DemandItem], met: Sequence[int], members: Sequence[int]) -> bool:
+    """Whether the gang of items `members` is met by `met` (units per item): each item has
+    at least its minimum and the gang at least its own."""
+    got = [met[n] for n in members]
+    first = demand[members[0]]
+    return all(met[n] >= demand[n].minimum for n in members) and sum(got) >= first.gang_minimum
+
+
+def gang_problem(demand: Sequence[DemandItem], met: Sequence[int], members: Sequence[int]) -> str:
+    """What is wrong with `met` for the gang of items `members` (empty: nothing): a gang is
+    met all together (every minimum) or not at all (nothing)."""
+    if not any(met[n] for n in members) or gang_met(demand, met, members):
+        return ""
+    first = demand[members[0]]
+    return (
+        f"gang {first.gang} is part met ({sum(met[n] for n in members)} pods; all or none: at "
+        f"least {first.gang_minimum}, each item its minimum)"
+    )
 
 
 def compute_slices(profile: str) -> int:
@@ -139,20 +178,32 @@ def pending_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
     wanted = spec.from_pending_pods
     if wanted is None:
         return []
-    counts: Counter[tuple[Part, ...]] = Counter()
-    pods: dict[tuple[Part, ...], list[str]] = {}
+    gangs = {(g.namespace, g.name): g for g in inventory.gangs}
+    owners = {gang_key(g): g for g in inventory.gangs}
+    pods: dict[tuple[str, tuple[Part, ...]], list[str]] = {}
     for pod in inventory.pending_pods:
         if not wanted.namespace_selector.matches(_namespace_labels(inventory, pod.namespace)):
             continue
         parts = pod_parts(pod)
         if not parts:
             continue
-        counts[parts] += 1
-        pods.setdefault(parts, []).append(f"{pod.namespace}/{pod.name}")
-    return [
-        _item(parts, counts[parts], wanted.priority, tuple(pods[parts]))
-        for parts in sorted(counts, key=lambda k: (len(k) > 1 or k[0].count > 1, k))
-    ]
+        key = gang_key(gangs[pod.namespace, pod.gang]) if pod.gang else ""
+        pods.setdefault((key, parts), []).append(f"{pod.namespace}/{pod.name}")
+    items = []
+    for key, parts in sorted(pods, key=lambda k: (k[0], len(k[1]) > 1 or k[1][0].count > 1, k)):
+        names = tuple(pods[key, parts])
+        item = _item(parts, len(names), wanted.priority, names)
+        if key:
+            owner = owners[key]
+            least = max(owner.min_count - owner.scheduled, 0)
+            item = replace(item, gang=key, gang_minimum=least)
+        items.append(item)
+    return items
+
+
+def gang_key(gang: Gang | None) -> str:
+    """How demand names a gang: `PodGroup ml/train` (empty for none)."""
+    return f"{gang.kind} {gang.namespace}/{gang.name}" if gang else ""
 
 
 def _namespace_labels(inventory: Inventory, namespace: str) -> dict[str, str]:
@@ -194,11 +245,14 @@ def workload_demand(spec: DemandSpec, inventory: Inventory, *, plan: str) -> lis
             continue  # another plan's AdmissionCheck serves it
         if not (plan and workload.check_plan == plan) and not queued:
             continue
-        for pod_set in workload.pod_sets:
-            parts = pod_parts(pod_set)
-            if parts and pod_set.count > 0:
-                who = (f"{workload.namespace}/{workload.name}",)
-                items.append(_item(parts, pod_set.count, priority, who))
+        who = f"{workload.namespace}/{workload.name}"
+        sets = [(s, parts) for s in workload.pod_sets if (parts := pod_parts(s)) and s.count > 0]
+        minima = [s.count if s.min_count is None else s.min_count for s, _ in sets]
+        for (pod_set, parts), least in zip(sets, minima, strict=True):
+            item = _item(parts, pod_set.count, priority, (who,))
+            items.append(
+                replace(item, gang=f"Workload {who}", minimum=least, gang_minimum=sum(minima))
+            )
     return items
 
 

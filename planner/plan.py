@@ -85,6 +85,15 @@ class DemandResult(CamelModel):
     )
     reason: str | None = Field(default=None, description="why the rest is unmet")
     pods: tuple[str, ...] = ()
+    gang: str | None = Field(
+        default=None,
+        description="the gang the item's pods belong to (met all together or not at all)",
+    )
+    min_count: int | None = Field(
+        default=None,
+        description="in a gang: the fewest units this item is met with when its gang is "
+        "(a Kueue pod set's minCount); none where only the gang's total counts",
+    )
 
     @property
     def unmet(self) -> int:
@@ -120,6 +129,18 @@ class DemandResult(CamelModel):
             return str(self.met)
         parts = ", ".join(f"{n} x {p}" for p, n in self.served.items())
         return f"{self.met} ({parts})"
+
+
+class GangResult(CamelModel):
+    """How one gang fared: met all together, or not at all."""
+
+    name: str = Field(description="kind, namespace/name: `PodGroup ml/train`")
+    shape: str = Field(description="what its pods need: `3 x 3g.40gb`")
+    min_count: int = Field(description="pods that must be met together")
+    requested: int = Field(description="pods of the gang the plan was asked for")
+    met: int = Field(description="pods of the gang the plan meets")
+    admitted: bool = Field(description="whether the gang is met (at least minCount pods)")
+    reason: str | None = Field(default=None, description="why it is not met")
 
 
 class SolveStatus(StrEnum):
@@ -191,5 +212,8 @@ class Plan(CamelModel):
     input_hash: str
     gpus: tuple[GpuPlan, ...]
     demand: tuple[DemandResult, ...]
+    gangs: tuple[GangResult, ...] = Field(
+        default=(), description="gangs in the demand (their items are in `demand` too)"
+    )
     summary: PlanSummary
     solver: SolverReport

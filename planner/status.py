@@ -58,6 +58,21 @@ class DemandStatus(CamelModel):
     met: Annotated[int, Field(ge=0)]
     served: dict[str, int] | None = Field(default=None, description="instances per profile")
     reason: str | None = Field(default=None, description="why the rest is unmet")
+    gang: str | None = Field(
+        default=None, description="the gang its pods belong to (met all together or not at all)"
+    )
+
+
+class GangStatus(CamelModel):
+    """How one gang fared (a PodGroup, a Kueue Workload): met all together, or not at all."""
+
+    name: str = Field(description="kind, namespace/name: `PodGroup ml/train`")
+    shape: str = Field(description="what its pods need: `3 x 3g.40gb`")
+    min_count: Annotated[int, Field(ge=0)] = Field(description="pods met together at least")
+    requested: Annotated[int, Field(ge=0)]
+    met: Annotated[int, Field(ge=0)]
+    admitted: bool = Field(description="whether the plan meets the gang")
+    reason: str | None = Field(default=None, description="why it is not met")
 
 
 class PlannedStatus(CamelModel):
@@ -70,6 +85,9 @@ class PlannedStatus(CamelModel):
         default_factory=dict, description="per node, the GPUs that change"
     )
     demand: tuple[DemandStatus, ...] = ()
+    gangs: tuple[GangStatus, ...] = Field(
+        default=(), description="gangs in the demand, each met whole or not at all"
+    )
     left_out: dict[str, str] = Field(
         default_factory=dict,
         description="GPU nodes not planned, and why: the agent has not reported, or preflight "

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from migplan.planner.allocation import allocate, hostable, take_scattered
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
-from migplan.planner.demand import DemandItem, DemandKind, demand_weight
+from migplan.planner.demand import (
+    DemandItem,
+    DemandKind,
+    demand_weight,
+    gang_met,
+    gang_problem,
+    gangs_of,
+)
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import GpuModel
 from migplan.planner.hardware.layout import Instance, Layout, check_layout
@@ -231,6 +238,36 @@ def _against_allocation(
     return found
 
 
+def _check_gangs(plan: Plan, demand: Sequence[DemandItem]) -> list[Problem]:
+    """Each gang met all together or not at all, and reported as its items say."""
+    met = [r.met for r in plan.demand]
+    groups = gangs_of(demand)
+    problems = [
+        Problem("demand", wrong)
+        for members in groups.values()
+        if (wrong := gang_problem(demand, met, members))
+    ]
+    reported = {g.name: g for g in plan.gangs}
+    if set(reported) != set(groups) or len(plan.gangs) != len(groups):
+        return [
+            *problems,
+            Problem("gangs", f"reports {sorted(reported)}, the demand has {sorted(groups)}"),
+        ]
+    for gang, members in groups.items():
+        result = reported[gang]
+        pods = sum(met[n] for n in members)
+        admitted = gang_met(demand, met, members)
+        if (result.met, result.admitted) != (pods, admitted):
+            problems.append(
+                Problem(
+                    f"gang {gang}",
+                    f"reports {result.met} pods met (admitted: {result.admitted}); its items "
+                    f"say {pods} (admitted: {admitted})",
+                )
+            )
+    return problems
+
+
 def _check_demand(
     plan: Plan, gpus: Sequence[GpuState], demand: Sequence[DemandItem]
 ) -> list[Problem]:
@@ -273,6 +310,7 @@ def _check_demand(
                         f"reports {count} met; the targets provide {available[kind][profile]}",
                     )
                 )
+    problems += _check_gangs(plan, demand)
     best = allocate(demand, available, nodes=nodes if any(i.per_pod for i in demand) else None)
     reported = sum(r.met * demand_weight(i) for i, r in zip(demand, plan.demand, strict=True))
     possible = best.weighted(demand)

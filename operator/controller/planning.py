@@ -144,9 +144,15 @@ def plan_status(
                     "met": r.met,
                     **({"served": r.served} if r.served else {}),
                     **({"reason": r.reason} if r.reason else {}),
+                    **({"gang": r.gang} if r.gang else {}),
                 }
                 for r in plan.demand
             ],
+            **(
+                {"gangs": [g.model_dump(by_alias=True, exclude_none=True) for g in plan.gangs]}
+                if plan.gangs
+                else {}
+            ),
             "leftOut": left_out,
             **({"demandNotes": list(snapshot.notes)[:20]} if snapshot.notes else {}),
         },

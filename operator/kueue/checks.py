@@ -66,6 +66,11 @@ def planned_verdicts(
                 "reason": f"no GPU this plan covers offers {', '.join(missing)}",
             }
             continue
+        gang = next((g for g in plan.gangs if g.name == f"Workload {key}"), None)
+        if gang is not None:
+            # All or nothing, with the pod sets' minCount: Kueue admits the Workload whole.
+            verdicts[key] = {"met": gang.admitted, "reason": gang.reason or ""}
+            continue
         results = [r for r in plan.demand if key in r.pods]
         short = [r for r in results if r.met < r.requested]
         verdicts[key] = {

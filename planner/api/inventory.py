@@ -106,6 +106,31 @@ class PendingPod(CamelModel):
         default=(), description="MIG devices asked for through DRA ResourceClaims"
     )
     labels: dict[str, str] = Field(default_factory=dict)
+    gang: DnsName | Literal[""] = Field(
+        default="",
+        description="the gang (a `gangs` entry in the pod's namespace) the pod belongs to: "
+        "its pods are scheduled all together or not at all",
+    )
+
+
+GangKind = Literal["PodGroup", "VolcanoPodGroup", "CoschedulingPodGroup"]
+
+
+class Gang(CamelModel):
+    """Pods scheduled all or nothing: a Kubernetes PodGroup with the gang policy
+    (`scheduling.k8s.io`, pods joined by `spec.schedulingGroup.podGroupName`), a Volcano
+    PodGroup (`minMember`) or a scheduler-plugins coscheduling PodGroup (`minMember`)."""
+
+    namespace: DnsName
+    name: DnsName
+    kind: GangKind = "PodGroup"
+    min_count: Annotated[int, Field(ge=0, le=MAX_PENDING_PODS)] = Field(
+        description="pods of the gang that must be scheduled together (minCount, minMember)"
+    )
+    scheduled: Annotated[int, Field(ge=0, le=MAX_PENDING_PODS)] = Field(
+        default=0,
+        description="pods of the gang already bound to nodes: they count towards minCount",
+    )
 
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
@@ -117,6 +142,11 @@ class WorkloadPodSet(CamelModel):
 
     name: DnsLabel
     count: Annotated[int, Field(ge=0, le=MAX_REQUEST)]
+    min_count: Annotated[int, Field(ge=0, le=MAX_REQUEST)] | None = Field(
+        default=None,
+        description="Kueue partial admission: the fewest pods of the set the Workload may be "
+        "admitted with (none: all `count`)",
+    )
     requests: dict[str, Annotated[int, Field(ge=0, le=MAX_REQUEST)]] = Field(
         default_factory=dict, description="MIG extended resources each pod asks for"
     )
@@ -155,6 +185,9 @@ class Inventory(CamelModel):
     pending_pods: Annotated[tuple[PendingPod, ...], Field(max_length=MAX_PENDING_PODS)] = ()
     workloads: Annotated[tuple[PendingWorkload, ...], Field(max_length=MAX_WORKLOADS)] = Field(
         default=(), description="Kueue Workloads waiting for admission"
+    )
+    gangs: Annotated[tuple[Gang, ...], Field(max_length=MAX_WORKLOADS)] = Field(
+        default=(), description="pod groups scheduled all or nothing (pending pods name theirs)"
     )
 
 
@@ -261,6 +294,29 @@ def _check_pods_on_one_node(inventory: Inventory) -> None:
                     )
 
 
+def _check_gangs(inventory: Inventory) -> None:
+    """Every gang a pending pod names exists, once; every pod set's minCount is within its
+    count."""
+    gangs: set[tuple[str, str]] = set()
+    for gang in inventory.gangs:
+        if (gang.namespace, gang.name) in gangs:
+            raise MigplanInputError(f"inventory: gang {gang.namespace}/{gang.name} is listed twice")
+        gangs.add((gang.namespace, gang.name))
+    for pod in inventory.pending_pods:
+        if pod.gang and (pod.namespace, pod.gang) not in gangs:
+            raise MigplanInputError(
+                f"inventory: pending pod {pod.namespace}/{pod.name} names gang {pod.gang!r}, "
+                f"which is not in gangs (namespace {pod.namespace})"
+            )
+    for workload in inventory.workloads:
+        for pod_set in workload.pod_sets:
+            if pod_set.min_count is not None and pod_set.min_count > pod_set.count:
+                raise MigplanInputError(
+                    f"inventory: workload {workload.namespace}/{workload.name} pod set "
+                    f"{pod_set.name}: minCount {pod_set.min_count} is above count {pod_set.count}"
+                )
+
+
 def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
     """Every GPU of `inventory`, checked against `catalog`, in node then index order.
 
@@ -276,6 +332,7 @@ def resolve_inventory(inventory: Inventory, catalog: Catalog) -> list[GpuState]:
         seen_nodes.add(node.name)
         states += resolve_node(node, catalog, checked)
     _check_pods_on_one_node(inventory)
+    _check_gangs(inventory)
     for pod in inventory.pending_pods:
         for resource in pod.requests:
             if resource.startswith("nvidia.com/mig-") and not is_mig_resource(resource):

@@ -117,6 +117,39 @@ class Explainer:
             reason += f"; the plan is at policy limit {' and '.join(self.limits_reached)}"
         return reason
 
+    def gang(self, items: Sequence[DemandItem]) -> str:
+        """Why the gang of `items` is not met: too few pods pending, more pods than the
+        covered GPUs can hold (single-instance items, grouped by the profiles that serve
+        them), or others of equal or higher weight taking the slices."""
+        least = items[0].gang_minimum
+        pending = sum(i.count for i in items)
+        if pending < least:
+            return f"it needs {least} pods together, {pending} are pending"
+        fit = 0
+        by_profiles: dict[tuple[str, ...], int] = {}
+        for item in items:
+            if item.per_pod:
+                fit += item.count
+                continue
+            by_profiles[item.profiles] = by_profiles.get(item.profiles, 0) + item.count
+        for profiles, count in by_profiles.items():
+            capacity = sum(self.capacity(p) - self.in_use(p) for p in profiles)
+            fit += min(count, max(capacity, 0))
+        if fit < least:
+            return f"at most {fit} of its pods fit on the covered GPUs, {least} are needed"
+        reason = (
+            "its pods fit only with slices that go to other demand of equal or higher weight "
+            "(priority x compute slices)"
+        )
+        if any(i.per_pod for i in items):
+            reason = (
+                "its pods that need several instances on one node do not all find such a "
+                "node, or " + reason.removeprefix("its pods fit only with ")
+            )
+        if self.limits_reached:
+            reason += f"; the plan is at policy limit {' and '.join(self.limits_reached)}"
+        return reason
+
     def _bundle(self, item: DemandItem, short: int) -> str:
         """Why pods that need several instances on one node are short."""
         what = f"{short} pods of {item.shape}"

@@ -19,7 +19,7 @@ from ortools.sat.python import cp_model
 from migplan.planner.allocation import allocate
 from migplan.planner.api.spec import Disruption
 from migplan.planner.assemble import GpuKey, gpu_key
-from migplan.planner.demand import DemandKind
+from migplan.planner.demand import DemandKind, gang_met, gangs_of
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.hardware.tables import headroom, mask_of, rows_within
 from migplan.planner.solver.model import PlanningModel
@@ -112,6 +112,8 @@ def _meet(pm: PlanningModel, values: dict[int, int], supply: Counter[str]) -> No
         DemandKind.FREE: {p: supply[p] - pm.pins[p] for p in supply},
     }
     allocation = allocate(pm.demand, available)
+    for gang, members in gangs_of(pm.demand).items():
+        values[pm.gang_on[gang].index] = int(gang_met(pm.demand, allocation.met, members))
     for n, (met, serve, got, served) in enumerate(
         zip(pm.met, pm.serve, allocation.met, allocation.served, strict=True)
     ):
@@ -157,6 +159,8 @@ def _demand_variables(
 ) -> Iterator[tuple[cp_model.IntVar, cp_model.IntVar]]:
     """(target's, source's) variable pairs of the demand items: met, served, parts."""
     yield from zip(target.met, source.met, strict=True)
+    for gang, came in source.gang_on.items():
+        yield target.gang_on[gang], came
     for to_item, from_item in zip(target.serve, source.serve, strict=True):
         for profile, came in from_item.items():
             yield to_item[profile], came

@@ -9,6 +9,9 @@ Variables
   of profile P (an either/or item has one per alternative, adding up to `met[i]`; a bundle's
   parts each add up to their count per pod times `met[i]`, counted fleet-wide: the
   relaxation of "each pod on one node" that the allocation then honours);
+- `gang_on[g]`: whether gang g is met; its items get nothing unless it is, and at least
+  their minimum (the gang at least its own) when it is: all or nothing, counted exactly for
+  single-instance pods, which any node with a free instance hosts;
 - node groups: nodes with the same number of GPUs of each class are interchangeable; per
   group g, `touched[g]` counts nodes touched and `moved[g][c]` the GPUs of class c changed
   there. A group's changes fit on its touched nodes iff moved[g][c] <= touched[g] * (GPUs of
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from migplan.planner.api.spec import Disruption, PolicySpec
-from migplan.planner.demand import DemandItem, DemandKind, demand_weight
+from migplan.planner.demand import DemandItem, DemandKind, demand_weight, gangs_of
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.pools import PoolSet
 from migplan.planner.solver.prune import Relaxation
@@ -88,6 +91,8 @@ class PlanningModel:
     itself for an item of one profile)."""
     parts: list[list[dict[str, cp_model.IntVar]]] = field(default_factory=list)
     """Per demand item, per part (a bundle's parts; else one): instances of each profile."""
+    gang_on: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    """Per gang: whether it is met (all its items at their minimum or more)."""
     groups: list[NodeGroup] = field(default_factory=list)
     touched: list[cp_model.IntVar] = field(default_factory=list)
     moved: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
@@ -241,6 +246,22 @@ class PlanningModel:
         if self.policy.disruption is Disruption.EVICT:
             for profile in sorted(self.pins):
                 self.model.add(self.supply(profile) >= self.pins[profile])
+        self._gangs()
+
+    def _gangs(self) -> None:
+        """A gang is met all together or not at all: with `gang_on[g]` off its items get
+        nothing, with it on each gets at least its minimum and the gang at least its own."""
+        for g, (gang, members) in enumerate(gangs_of(self.demand).items()):
+            on = self.model.new_bool_var(f"gang_{g}")
+            self.gang_on[gang] = on
+            for n in members:
+                item = self.demand[n]
+                self.model.add(self.met[n] <= item.count * on)
+                if item.minimum:
+                    self.model.add(self.met[n] >= min(item.minimum, item.count) * on)
+            least = self.demand[members[0]].gang_minimum
+            if least:
+                self.model.add(_sum([(self.met[n], 1) for n in members]) >= least * on)
 
     def _limits(self) -> None:
         if self.policy.max_gpus_changed is not None:
