@@ -39,6 +39,11 @@ from ortools.graph.python import min_cost_flow
 from migplan.planner.demand import DemandItem, DemandKind, Part, demand_weight
 from migplan.planner.gang_allocation import solve_exactly
 
+EXACT_NODES = 64
+"""Fleets of at most this many nodes get the exact allocation of bundles (CP-SAT, node by
+node) and the model that counts each node's supply; larger fleets the greedy packing and the
+fleet-wide relaxation, whose bound the plan's gap is measured against."""
+
 Available = Mapping[DemandKind, Mapping[str, int]]
 """Instances each kind of demand may take, per profile."""
 NodeFree = Mapping[str, Mapping[str, int]]
@@ -134,9 +139,9 @@ def allocate(
     `nodes` (the FREE instances per node; None: the whole fleet as one node)."""
     if nodes is None and any(item.per_pod for item in demand):
         nodes = {"": available[DemandKind.FREE]}
-    if any(item.gang for item in demand):
-        met, served, parts = solve_exactly(demand, available, nodes=nodes)
-        return Allocation(met, served, parts)
+    if any(item.gang for item in demand) or (nodes is not None and len(nodes) <= EXACT_NODES):
+        found = solve_exactly(demand, available, nodes=nodes)
+        return Allocation(found.met, found.served, found.parts)
     if nodes is None:
         return _plain(demand, available)
     return _Packing(demand, available, nodes).run()

@@ -16,7 +16,13 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from migplan.planner.allocation import Allocation, Available, allocate, take_scattered
+from migplan.planner.allocation import (
+    EXACT_NODES,
+    Allocation,
+    Available,
+    allocate,
+    take_scattered,
+)
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.demand import DemandItem, DemandKind, gang_met, gangs_of
 from migplan.planner.diff import operations, removed_instances
@@ -49,6 +55,14 @@ class Supply:
     kept_in_use: Counter[str]
     evicted: Counter[str]
     unkept: dict[str, Counter[str]]
+
+    def bundle_nodes(self) -> dict[str, Counter[str]]:
+        """Per node, the free instances bundles may take: those nobody keeps where the
+        allocation is exact (evicted pods go wherever single instances are left, which the
+        fleet-wide count settles), else `node_free`."""
+        if len(self.unkept) <= EXACT_NODES:
+            return {name: Counter(free) for name, free in self.unkept.items()}
+        return self.node_free()
 
     def node_free(self) -> dict[str, Counter[str]]:
         """Per node: free instances for pending pods, once evicted pods are rehosted (on the
@@ -126,7 +140,7 @@ def demand_supply(
     where bundles need it."""
     bundles = any(item.per_pod for item in demand)
     supply = supply_of(gpus, targets, rebuild=rebuild, per_node=bundles)
-    nodes = supply.node_free() if bundles else None
+    nodes = supply.bundle_nodes() if bundles else None
     return supply, allocate(demand, supply.available(), nodes=nodes)
 
 

@@ -15,6 +15,7 @@ agree on what a geometry hosts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
@@ -22,8 +23,20 @@ from migplan.planner.demand import DemandItem, DemandKind, demand_weight, gangs_
 
 Available = Mapping[DemandKind, Mapping[str, int]]
 NodeFree = Mapping[str, Mapping[str, int]]
-Found = tuple[tuple[int, ...], tuple[dict[str, int], ...], tuple[tuple[dict[str, int], ...], ...]]
-"""Units met per item, instances served per profile per item, and per part of each item."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """Units met per item, instances served per profile per item and per part of each item,
+    and per (node, bundle item) the pods hosted there with their parts' instances."""
+
+    met: tuple[int, ...]
+    served: tuple[dict[str, int], ...]
+    parts: tuple[tuple[dict[str, int], ...], ...]
+    hosted: dict[tuple[str, int], tuple[int, tuple[dict[str, int], ...]]]
+
+
+_Row = dict[str, cp_model.IntVar]
 
 DETERMINISTIC_SECONDS = 20.0
 """CP-SAT's deterministic time budget: far above what allocations of fleet size take."""
@@ -41,6 +54,8 @@ class _Model:
         """(node, profile) -> what bundle pods take of it there."""
         self.fleet: dict[tuple[DemandKind, str], list[cp_model.LinearExprT]] = {}
         """(kind, profile) -> everything taking it fleet-wide."""
+        self.hosting: dict[tuple[str, int], tuple[cp_model.IntVar, list[_Row]]] = {}
+        """(node, bundle item) -> its pods there and each part's instances by profile."""
         smallest = min((d.per_unit for d in demand if d.per_pod), default=0)
         self.nodes = {
             name: free
@@ -69,15 +84,17 @@ class _Model:
         for name, free in self.nodes.items():
             pods = self.model.new_int_var(0, item.count, f"host_{n}_{name}")
             hosted.append(pods)
+            rows: list[dict[str, cp_model.IntVar]] = []
             for j, part in enumerate(item.per_pod):
-                row = []
+                row = {}
                 for p in part.profiles:
                     top = min(item.count * part.count, max(free.get(p, 0), 0))
-                    var = self.model.new_int_var(0, top, f"part_{n}_{j}_{p}_{name}")
-                    row.append(var)
-                    totals[j].setdefault(p, []).append(var)
-                    self.usage.setdefault((name, p), []).append(var)
-                self.model.add(sum(row) == part.count * pods)
+                    row[p] = self.model.new_int_var(0, top, f"part_{n}_{j}_{p}_{name}")
+                    totals[j].setdefault(p, []).append(row[p])
+                    self.usage.setdefault((name, p), []).append(row[p])
+                self.model.add(sum(row.values()) == part.count * pods)
+                rows.append(row)
+            self.hosting[name, n] = (pods, rows)
         self.model.add(sum(hosted) == self.met[n])
         parts: list[dict[str, cp_model.LinearExprT]] = []
         for j, part in enumerate(item.per_pod):
@@ -143,4 +160,9 @@ def solve_exactly(
                 total[p] = total.get(p, 0) + got
         served.append(total)
     met = tuple(int(solver.value(v)) for v in m.met)
-    return met, tuple(served), parts
+    hosted = {
+        key: (got, tuple({p: int(solver.value(v)) for p, v in row.items()} for row in rows))
+        for key, (pods, rows) in m.hosting.items()
+        if (got := int(solver.value(pods)))
+    }
+    return Found(met, tuple(served), parts, hosted)

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from migplan.planner.allocation import allocate, hostable, take_scattered
+from migplan.planner.allocation import EXACT_NODES, allocate, hostable, take_scattered
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import (
@@ -191,8 +191,9 @@ def _targets_supply(
                 evicted[instance.profile] += 1
             else:
                 free[instance.profile] -= 1
-    for profile, count in sorted(evicted.items()):
-        take_scattered(nodes, profile, count)
+    if len(nodes) > EXACT_NODES:  # as `Supply.bundle_nodes`
+        for profile, count in sorted(evicted.items()):
+            take_scattered(nodes, profile, count)
     return total, pinned, nodes
 
 

@@ -26,6 +26,8 @@ class ClassKey:
     whole_gpu_used: bool
     shared: tuple[tuple[str, int], ...] = ()
     """In-use instances several pods share, with how many pods besides the first."""
+    node: str = ""
+    """The node, where classes are per node (the model counts supply per node); else empty."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,10 @@ class GpuClass:
         return len(self.gpus)
 
 
-def class_key(gpu: GpuState) -> ClassKey:
-    """The class a GPU belongs to."""
+def class_key(gpu: GpuState, *, by_node: bool = False) -> ClassKey:
+    """The class a GPU belongs to (with `by_node`, GPUs of one node only)."""
     return ClassKey(
+        node=gpu.node if by_node else "",
         model=gpu.model.model,
         layout=str(gpu.layout),
         pins=tuple(sorted(str(i) for i in gpu.pins)),
@@ -64,11 +67,12 @@ def class_key(gpu: GpuState) -> ClassKey:
     )
 
 
-def group_gpus(gpus: Sequence[GpuState]) -> list[GpuClass]:
-    """The classes of `gpus`, sorted by key; GPUs inside sorted by node and index."""
+def group_gpus(gpus: Sequence[GpuState], *, by_node: bool = False) -> list[GpuClass]:
+    """The classes of `gpus`, sorted by key; GPUs inside sorted by node and index. With
+    `by_node`, a class holds GPUs of one node only."""
     members: dict[ClassKey, list[GpuState]] = {}
     for gpu in gpus:
-        members.setdefault(class_key(gpu), []).append(gpu)
+        members.setdefault(class_key(gpu, by_node=by_node), []).append(gpu)
     classes = []
     for key in sorted(members):
         first = members[key][0]

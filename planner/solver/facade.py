@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from migplan.planner.allocation import EXACT_NODES
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
@@ -99,20 +100,24 @@ def plan(
     deadline = started + time_limit
     note = progress or _quiet
     rebuild = policy.whole_gpu_rebuild
-    classes = group_gpus(gpus)
+    bundles = any(item.per_pod for item in demand)
+    per_node = bundles and len({g.node for g in gpus}) <= EXACT_NODES
+    classes = group_gpus(gpus, by_node=per_node)
     relevant = sorted(_relevant_profiles(gpus, demand, policy))
     note(f"{len(gpus)} GPUs in {len(classes)} classes; enumerating what each can become")
-    pools = build_pools(classes, profiles=relevant, policy=policy)
+    pools = build_pools(classes, profiles=relevant, policy=policy, per_node=per_node)
     explain = Explainer(gpus=gpus, classes=classes, pools=pools, policy=policy)
     note(f"{len(pools.pools)} pools, {pools.option_count()} options; building the model")
-    pm = PlanningModel(classes=classes, pools=pools, demand=demand, policy=policy).build()
+    pm = PlanningModel(
+        classes=classes, pools=pools, demand=demand, policy=policy, per_node=per_node
+    ).build()
 
     starts = _Starts.of(pm, gpus, demand)
     start, hint = starts.first_allowed(starts.ranked)
     note(f"starting from {start}; {pm.variable_count()} variables")
     built = time.monotonic() - entered
     reserve = max(ASSEMBLY_SHARE * time_limit, ASSEMBLY_SECONDS_PER_GPU * len(gpus))
-    if any(item.per_pod for item in demand):
+    if bundles:
         reserve += BUNDLE_SECONDS_PER_GPU * len(gpus)
 
     def run(
@@ -150,7 +155,7 @@ def plan(
     # Never worse than where it started: the solver's plan against every starting point the
     # policy allows. Sorting is stable, so on ties the solver's plan (listed first) wins.
     candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved), *starts.ranked]
-    placed = place_bundles(gpus, solved, demand, policy)
+    placed = None if per_node else place_bundles(gpus, solved, demand, policy)
     if placed is not None:
         note("placing pods that need several instances on one node")
         candidates.append((score(gpus, placed, demand, rebuild=rebuild), BUNDLES, placed))
@@ -162,9 +167,9 @@ def plan(
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
     bound = result.bound if result.found else None
-    # Bundles are counted fleet-wide in the model: its optimum is proven for the plan only
-    # where the plan's allocation, one node per pod, meets as much.
-    relaxed = any(item.per_pod for item in demand)
+    # Bundles counted fleet-wide (large fleets) are a relaxation: its optimum is proven for
+    # the plan only where the plan's allocation, one node per pod, meets as much.
+    relaxed = bundles and not per_node
     proven = result.optimal and not (
         relaxed and (bound is None or chosen_score.weighted_met < bound)
     )
@@ -255,7 +260,11 @@ def _solve_demand_first(
     evicting, they do so at once, without the evictions stage on the full model. Returns the
     model the last stages ran on, and the result."""
     small = PlanningModel(
-        classes=pm.classes, pools=demand_pools, demand=pm.demand, policy=pm.policy
+        classes=pm.classes,
+        pools=demand_pools,
+        demand=pm.demand,
+        policy=pm.policy,
+        per_node=pm.per_node,
     ).build()
     in_small = _Starts(small, starts.gpus, starts.demand, starts.ranked)
     first = run(small, in_small.first_allowed(starts.ranked)[1], STAGES[:1])
@@ -344,8 +353,10 @@ def _without_evictions(
     """
     policy = pm.policy.model_copy(update={"disruption": Disruption.NONE})
     profiles = sorted(_relevant_profiles([], pm.demand, policy))
-    pools = build_pools(pm.classes, profiles=profiles, policy=policy)
-    narrow = PlanningModel(classes=pm.classes, pools=pools, demand=pm.demand, policy=policy)
+    pools = build_pools(pm.classes, profiles=profiles, policy=policy, per_node=pm.per_node)
+    narrow = PlanningModel(
+        classes=pm.classes, pools=pools, demand=pm.demand, policy=policy, per_node=pm.per_node
+    )
     narrow.build()
     narrow.model.add(narrow.weighted_met() == met if met_proven else narrow.weighted_met() >= met)
     hint = hint_from_targets(narrow, targets)

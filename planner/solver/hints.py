@@ -16,10 +16,11 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from ortools.sat.python import cp_model
 
-from migplan.planner.allocation import allocate
+from migplan.planner.allocation import Allocation, allocate
 from migplan.planner.api.spec import Disruption
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.demand import DemandKind, gang_met, gangs_of
+from migplan.planner.gang_allocation import solve_exactly
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.hardware.tables import headroom, mask_of, rows_within
 from migplan.planner.solver.model import PlanningModel
@@ -59,12 +60,18 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
         values[index] = values.get(index, 0) + amount
 
     group_of = {node: g for g, group in enumerate(pm.groups) for node in group.nodes}
+    free_on: dict[str, Counter[str]] = {}
+    """Per node, the target layouts' instances no kept in-use instance holds."""
     found_for: dict[tuple[int, Layout], tuple[int, int, int] | None] = {}
     touched_nodes: set[str] = set()
     supply = Counter[str]()
     for c, cls in enumerate(pm.classes):
         for gpu in cls.gpus:
             target = targets[gpu_key(gpu)]
+            if pm.per_node:
+                free = free_on.setdefault(gpu.node, Counter())
+                free.update(i.profile for i in target.instances)
+                free.subtract(i.profile for i in cls.pins if i in target.instances)
             unchanged = target == cls.current if cls.mig_enabled else not target
             if unchanged:
                 supply.update(i.profile for i in cls.current.instances)
@@ -87,7 +94,7 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
         add(pm.touched[group_of[node]])
     if not _within_limits(pm, values, supply, len(touched_nodes)):
         return None
-    _meet(pm, values, supply)
+    _meet(pm, values, supply, free_on if pm.per_node else None)
     return values
 
 
@@ -105,13 +112,29 @@ def _within_limits(
     return True
 
 
-def _meet(pm: PlanningModel, values: dict[int, int], supply: Counter[str]) -> None:
-    """Give the supply to demand items as the plan assembly would (`allocation.allocate`)."""
+def _meet(
+    pm: PlanningModel,
+    values: dict[int, int],
+    supply: Counter[str],
+    nodes: dict[str, Counter[str]] | None,
+) -> None:
+    """Give the supply to demand items as the plan assembly would (`allocation.allocate`);
+    with `nodes` (the model counts bundles per node), each bundle pod on one of them."""
     available = {
         DemandKind.TOTAL: supply,
         DemandKind.FREE: {p: supply[p] - pm.pins[p] for p in supply},
     }
-    allocation = allocate(pm.demand, available)
+    if nodes is not None and any(item.per_pod for item in pm.demand):
+        found = solve_exactly(pm.demand, available, nodes=nodes)
+        allocation = Allocation(found.met, found.served, found.parts)
+        for (node, n), (pods, there) in found.hosted.items():
+            values[pm.hosted[node, n].index] = pods
+            for j, part_there in enumerate(there):
+                for profile, instances in part_there.items():
+                    if (key := (node, n, j, profile)) in pm.node_parts:
+                        values[pm.node_parts[key].index] = instances
+    else:
+        allocation = allocate(pm.demand, available)
     for gang, members in gangs_of(pm.demand).items():
         values[pm.gang_on[gang].index] = int(gang_met(pm.demand, allocation.met, members))
     for n, (met, serve, got, served) in enumerate(
@@ -161,6 +184,10 @@ def _demand_variables(
     yield from zip(target.met, source.met, strict=True)
     for gang, came in source.gang_on.items():
         yield target.gang_on[gang], came
+    for key, came in source.hosted.items():
+        yield target.hosted[key], came
+    for part_key, came in source.node_parts.items():
+        yield target.node_parts[part_key], came
     for to_item, from_item in zip(target.serve, source.serve, strict=True):
         for profile, came in from_item.items():
             yield to_item[profile], came

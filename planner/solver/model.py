@@ -7,7 +7,8 @@ Variables
 - `take[p][o]`: GPUs of pool p that take option o; they add up to the flows into the pool;
 - `met[i]`: instances provided for demand item i (pods, for a bundle); `serve[i][P]` those
   of profile P (an either/or item has one per alternative, adding up to `met[i]`; a bundle's
-  parts each add up to their count per pod times `met[i]`, counted fleet-wide: the
+  parts each add up to their count per pod times `met[i]`, counted fleet-wide; with
+  `per_node`, node by node as well (`node_bundles.py`), else the fleet-wide count is the
   relaxation of "each pod on one node" that the allocation then honours);
 - `gang_on[g]`: whether gang g is met; its items get nothing unless it is, and at least
   their minimum (the gang at least its own) when it is: all or nothing, counted exactly for
@@ -37,10 +38,11 @@ from ortools.sat.python import cp_model
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import DemandItem, DemandKind, demand_weight, gangs_of
 from migplan.planner.solver.classes import GpuClass
+from migplan.planner.solver.linear import Expr
+from migplan.planner.solver.linear import linear_sum as _sum
+from migplan.planner.solver.node_bundles import add_node_bundles
 from migplan.planner.solver.pools import PoolSet
 from migplan.planner.solver.prune import Relaxation
-
-Expr = cp_model.LinearExprT
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,6 @@ def node_groups(classes: Sequence[GpuClass]) -> list[NodeGroup]:
     return [NodeGroup(tuple(nodes), key) for key, nodes in sorted(groups.items())]
 
 
-def _sum(terms: Sequence[tuple[Expr, int]], constant: int = 0) -> Expr:
-    """sum(coefficient * variable) + constant as one expression (0 terms: the constant)."""
-    live = [(v, k) for v, k in terms if k]
-    if not live:
-        return constant
-    variables, coefficients = zip(*live, strict=True)
-    return cp_model.LinearExpr.weighted_sum(list(variables), list(coefficients)) + constant
-
-
 @dataclass
 class PlanningModel:
     """The CP-SAT model of one planning problem and its named objective expressions."""
@@ -91,6 +84,13 @@ class PlanningModel:
     itself for an item of one profile)."""
     parts: list[list[dict[str, cp_model.IntVar]]] = field(default_factory=list)
     """Per demand item, per part (a bundle's parts; else one): instances of each profile."""
+    per_node: bool = False
+    """Classes and pools are per node, and bundles are counted node by node
+    (`node_bundles.py`): exact, not the fleet-wide relaxation."""
+    hosted: dict[tuple[str, int], cp_model.IntVar] = field(default_factory=dict)
+    """(node, bundle item) -> the item's pods the node hosts (with `per_node`)."""
+    node_parts: dict[tuple[str, int, int, str], cp_model.IntVar] = field(default_factory=dict)
+    """(node, item, part, profile) -> instances there, for parts several profiles serve."""
     gang_on: dict[str, cp_model.IntVar] = field(default_factory=dict)
     """Per gang: whether it is met (all its items at their minimum or more)."""
     groups: list[NodeGroup] = field(default_factory=list)
@@ -107,6 +107,8 @@ class PlanningModel:
         self._pool_variables()
         self._node_groups()
         self._supply_and_demand()
+        if self.per_node and any(item.per_pod for item in self.demand):
+            add_node_bundles(self)
         self._limits()
         return self
 

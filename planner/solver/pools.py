@@ -17,7 +17,7 @@ headroom, fewer instances): the solver's size follows the decision, not the GPU 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -53,6 +53,9 @@ class PoolKey:
     """In-use instances every target keeps."""
     may_keep: tuple[Instance, ...]
     """Free current instances of profiles that may not be created anew (targets may keep them)."""
+    owner: str = ""
+    """The node whose GPUs alone take the pool, where the model counts supply per node
+    (pods that need several instances on one node); empty where pools are fleet-wide."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,19 +178,29 @@ def _routes(
 
 
 def build_pools(
-    classes: Sequence[GpuClass], *, profiles: Sequence[str], policy: PolicySpec
+    classes: Sequence[GpuClass],
+    *,
+    profiles: Sequence[str],
+    policy: PolicySpec,
+    per_node: bool = False,
 ) -> PoolSet:
-    """Pools and routes for `classes`; supply is counted for `profiles`."""
+    """Pools and routes for `classes`; supply is counted for `profiles`. With `per_node`
+    (classes of one node each), a pool serves one node's GPUs only, so the options its GPUs
+    take say what each node holds; nodes share the options themselves."""
     result = PoolSet(profiles=tuple(profiles))
     index: dict[PoolKey, int] = {}
+    options: dict[tuple[PoolKey, frozenset[str]], Pool] = {}
     relevant = frozenset(profiles)
     for cls in classes:
         new = allowed_new_profiles(cls.model, policy) & set(profiles)
         routes = []
-        for key, evictions in _routes(cls, new=new, relevant=relevant, policy=policy):
+        for shared, evictions in _routes(cls, new=new, relevant=relevant, policy=policy):
+            key = replace(shared, owner=cls.gpus[0].node) if per_node else shared
             if key not in index:
                 index[key] = len(result.pools)
-                result.pools.append(_options(cls.model, key, new, result.profiles))
+                if (shared, new) not in options:
+                    options[shared, new] = _options(cls.model, shared, new, result.profiles)
+                result.pools.append(replace(options[shared, new], key=key))
             routes.append(Route(pool=index[key], evictions=evictions))
         result.routes.append(routes)
         result.keep_supply.append(supply_of_layout(cls.current, result.profiles))

@@ -118,7 +118,7 @@ def test_with_bundles_a_levels_singles_leave_lower_levels_what_they_need(want, b
 def test_bundle_parts_with_alternatives(bundle) -> None:
     demand = [bundle(2, {("1g.10gb", "2g.20gb"): 1, "3g.40gb": 1})]
     nodes = {"a": {"2g.20gb": 1, "3g.40gb": 1}, "b": {"1g.10gb": 1, "3g.40gb": 1}}
-    result = allocate(demand, supply(free={}), nodes=nodes)
+    result = allocate(demand, supply(free={"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 2}), nodes=nodes)
     assert result.met == (2,)
     assert result.served == ({"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 2},)
     assert result.parts == (({"1g.10gb": 1, "2g.20gb": 1}, {"3g.40gb": 2}),)

@@ -299,4 +299,6 @@ def test_an_unplaceable_bundle_is_explained(gpu, bundle) -> None:
     result = solve(gpus, [bundle(1, {"1g.10gb": 2})])
     assert result.demand[0].met == 0
     assert "needs its 2 instances on one node" in result.demand[0].reason
-    assert result.solver.status == "FEASIBLE"
+    # Counted node by node, the model proves that no plan hosts the pod.
+    assert result.solver.status == "OPTIMAL"
+    assert result.solver.bound == 0
