@@ -22,6 +22,7 @@ from migplan.operator.kube.bodies import NodePartitionBody
 from migplan.operator.kube.quantities import device_count
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import read_pending
+from migplan.operator.pod_groups import GangReading
 from migplan.operator.skipped import Skipped, guarded, why_invalid
 from migplan.planner.api.inventory import (
     GpuInfo,
@@ -147,11 +148,12 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
         nodes.append(reported)
     nodes = dra.nodes(nodes, left_out=left_out, left_out_labels=left_out_labels, catalog=catalog)
     pending = []
+    gangs = GangReading.read(api)
     for pod in api.core.pending_pods():
         if not _unschedulable(pod):
             continue
         found = guarded(
-            partial(_pending_pod, pod, dra=dra),
+            partial(_pending_pod, pod, dra=dra, gang=gangs.gang_of(pod)),
             skipped=skipped,
             api_version="v1",
             kind="Pod",
@@ -166,8 +168,9 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         pending_pods=tuple(sorted(pending, key=lambda p: (p.namespace, p.name))),
         workloads=tuple(read_pending(api, template_claims=dra.template_claims(), skipped=skipped)),
+        gangs=tuple(gangs.gangs[key] for key in sorted(gangs.gangs)),
     )
-    notes = dra.notes()
+    notes = [*dra.notes(), *gangs.notes]
     return ClusterSnapshot(
         inventory=inventory,
         left_out=left_out,
@@ -177,7 +180,7 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
     )
 
 
-def _pending_pod(pod: Any, *, dra: DraReading) -> PendingPod | None:
+def _pending_pod(pod: Any, *, dra: DraReading, gang: str) -> PendingPod | None:
     """What a pending pod asks for (None: nothing MIG); raises ValidationError when the pod
     breaks the planner's bounds."""
     extended = _extended_requests(pod)
@@ -191,4 +194,5 @@ def _pending_pod(pod: Any, *, dra: DraReading) -> PendingPod | None:
         requests=wanted,
         claims=tuple(claims),
         labels=dict(pod.metadata.labels or {}),
+        gang=gang,
     )

@@ -113,11 +113,37 @@ def _print_demand(out: Console, plan: Plan) -> None:
             style=style,
         )
     out.print(table)
+    _print_gangs(out, plan)
     unmet = [r for r in plan.demand if r.reason]
     if unmet:
         out.print(Text("Why not met", style="bold"))
         for r in unmet:
             out.print(Text(f"  {r.label}: {r.reason}", style="yellow"))
+
+
+def _print_gangs(out: Console, plan: Plan) -> None:
+    """Each gang (met all together or not at all): what its pods need, how many must be met
+    together, how many are, and whether it is admitted."""
+    if not plan.gangs:
+        return
+    table = new_table(title="Gangs (all or none)", title_justify="left")
+    for column in ("gang", "needs", "min", "met", "admitted"):
+        table.add_column(
+            column,
+            justify="right" if column in ("min", "met") else "left",
+            no_wrap=column == "gang",
+            overflow="fold",
+        )
+    for g in plan.gangs:
+        table.add_row(
+            g.name,
+            g.shape,
+            str(g.min_count),
+            f"{g.met}/{g.requested}",
+            "yes" if g.admitted else "no",
+            style="" if g.admitted else "yellow",
+        )
+    out.print(table)
 
 
 def _who(pods: tuple[str, ...], shown: int = 2) -> list[str]:

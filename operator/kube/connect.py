@@ -15,6 +15,7 @@ from migplan.operator.kube import metrics as api_metrics
 from migplan.operator.kube.auth import Auth
 from migplan.operator.kube.core import Core
 from migplan.operator.kube.dra import Dra
+from migplan.operator.kube.gangs import Gangs
 from migplan.operator.kube.kueue import Kueue
 from migplan.operator.kube.plans import Plans
 from migplan.operator.kube.retry import read_retriable, retried, unanswered_read
@@ -32,6 +33,7 @@ class KubeClient:
     plans: Plans
     dra: Dra
     kueue: Kueue
+    gangs: Gangs
     auth: Auth
 
     @classmethod
@@ -43,6 +45,7 @@ class KubeClient:
             plans=Plans(api),
             dra=Dra(api),
             kueue=Kueue(api),
+            gangs=Gangs(api),
             auth=Auth(api),
         )
 

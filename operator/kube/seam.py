@@ -1,6 +1,6 @@
 """The kube seam: what migplan asks of the API server, one small Protocol per API area.
 
-The real calls live in `core`, `plans`, `dra`, `kueue` and `auth` (one class each, composed
+The real calls live in `core`, `plans`, `dra`, `kueue`, `gangs` and `auth` (one class each, composed
 by `connect.KubeClient`); `migplan.operator.sim.api_server.InMemoryCluster` is the in-memory
 twin unit tests drive (its behaviour is checked against a real API server in
 `tests/cluster/test_api_server_twin.py`). Callers take a `Kube` and name the area:
@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from migplan.operator.kube.auth import Identity
 from migplan.operator.kube.bodies import NodePartitionBody, PlanBody
+from migplan.operator.kube.gangs import GangApi
 
 
 class CoreApi(Protocol):
@@ -178,6 +179,16 @@ class KueueApi(Protocol):
         a conflict."""
 
 
+class GangsApi(Protocol):
+    """PodGroups scheduled all or nothing (Kubernetes', Volcano's, coscheduling's)."""
+
+    def served(self) -> list[GangApi]:
+        """The PodGroup APIs the API server serves."""
+
+    def list_pod_groups(self, *, kind: GangApi) -> list[dict[str, Any]]:
+        """Every PodGroup of `kind`, all namespaces, as plain dictionaries."""
+
+
 class AuthApi(Protocol):
     """TokenReview and SubjectAccessReview."""
 
@@ -202,6 +213,9 @@ class Kube(Protocol):
 
     @property
     def kueue(self) -> KueueApi: ...
+
+    @property
+    def gangs(self) -> GangsApi: ...
 
     @property
     def auth(self) -> AuthApi: ...

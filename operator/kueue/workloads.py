@@ -129,6 +129,12 @@ def _pending(
         (namespace, str(spec.get("queueName", ""))), ""
     )
     check = waiting_check(workload, checks)
+    # With partial admission Kueue reserves quota for fewer pods than the pod set asks for.
+    assigned = {
+        str(a.get("name", "")): int(a["count"])
+        for a in admission.get("podSetAssignments") or []
+        if a.get("count") is not None
+    }
     pod_sets = []
     for pod_set in spec.get("podSets") or []:
         template = pod_set.get("template") or {}
@@ -138,10 +144,14 @@ def _pending(
             claims = template_claims(namespace, template.get("spec") or {}, where)
         requests = _requests(template)
         if requests or claims:
+            name = str(pod_set.get("name", "main"))
+            count = assigned.get(name, int(pod_set.get("count", 1)))
+            least = pod_set.get("minCount")
             pod_sets.append(
                 WorkloadPodSet(
-                    name=str(pod_set.get("name", "main")),
-                    count=int(pod_set.get("count", 1)),
+                    name=name,
+                    count=count,
+                    min_count=None if least is None else min(int(least), count),
                     requests=requests,
                     claims=tuple(claims),
                 )

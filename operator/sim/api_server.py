@@ -36,6 +36,7 @@ from migplan.operator.kube.auth import Identity
 from migplan.operator.kube.bodies import NodePartitionBody, PlanBody
 from migplan.operator.kube.core import PodReplacedError
 from migplan.operator.kube.dra import DRA_GROUP, DRA_VERSION, TAINT_RULES
+from migplan.operator.kube.gangs import GangApi
 from migplan.operator.kube.kueue import KUEUE_GROUP, KUEUE_VERSION
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.group import API_VERSION, NODE_PARTITIONS, PLANS
@@ -613,6 +614,24 @@ class FakeKueue:
 
 
 @dataclass
+class FakeGangs:
+    """PodGroups over the store (plural `podgroups:<kind>`), each API served only when the
+    cluster says so."""
+
+    store: Store
+    serving: set[GangApi] = field(default_factory=set)
+
+    def served(self) -> list[GangApi]:
+        return [kind for kind in GangApi if kind in self.serving]
+
+    def list_pod_groups(self, *, kind: GangApi) -> list[dict[str, Any]]:
+        if kind not in self.serving:
+            group, version = kind.group_version
+            raise api_error(404, "NotFound", f"{group}/{version} is not served")
+        return self.store.list(f"podgroups:{kind.value}")
+
+
+@dataclass
 class FakeAuth:
     """Tokens the cluster knows, and the non-resource paths each user may read."""
 
@@ -637,6 +656,7 @@ class InMemoryCluster:
         self.plans = FakePlans(self.store)
         self.dra = FakeDra(self.store)
         self.kueue = FakeKueue(self.store)
+        self.gangs = FakeGangs(self.store)
         self.auth = FakeAuth()
 
     def add_namespace(self, name: str, *, labels: dict[str, str] | None = None) -> None:

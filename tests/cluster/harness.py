@@ -44,12 +44,19 @@ START_TIMEOUT = 90.0
 PR_SET_PDEATHSIG = 1
 
 
-DRA_TAINT_RULES = "--feature-gates=DRADeviceTaintRules=true"
+DRA_TAINT_RULES = "--feature-gates=DRADeviceTaintRules=true,GenericWorkload=true"
 """DeviceTaintRules (beta, off by default in 1.36): what migplan's DRA `steer` mode writes to
 keep the scheduler off slots outside the plan. The API server, the scheduler (which applies
-the rules when allocating) and the controller-manager (which evicts for NoExecute) all need it."""
-DRA_STEER_FLAGS = (DRA_TAINT_RULES, "--runtime-config=resource.k8s.io/v1beta2=true")
-"""...and the API server serves DeviceTaintRule at resource.k8s.io/v1beta2 (off by default)."""
+the rules when allocating) and the controller-manager (which evicts for NoExecute) all need it.
+GenericWorkload (alpha): pods join a PodGroup by `spec.schedulingGroup`."""
+GANG_SCHEDULING = DRA_TAINT_RULES + ",GangScheduling=true"
+"""The scheduler's GangScheduling plugin (alpha in 1.36): a PodGroup's pods bind together."""
+DRA_STEER_FLAGS = (
+    DRA_TAINT_RULES,
+    "--runtime-config=resource.k8s.io/v1beta2=true,scheduling.k8s.io/v1alpha2=true",
+)
+"""...and the API server serves DeviceTaintRule at resource.k8s.io/v1beta2 and PodGroups at
+scheduling.k8s.io/v1alpha2 (both off by default)."""
 
 
 class ControlPlaneError(RuntimeError):
@@ -411,7 +418,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={_free_port()}",
                 "--profiling=false",
-                DRA_TAINT_RULES,
+                GANG_SCHEDULING,
             ],
         )
         self._spawn(

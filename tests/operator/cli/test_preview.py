@@ -277,3 +277,24 @@ def test_preview_leaves_out_the_nodes_the_operator_would(capsys, tmp_path) -> No
     code, out, _ = call(capsys, "doctor", "--cluster", str(cluster), "-o", "json")
     assert code == 1
     assert node["name"] in out
+
+
+def test_gangs_are_shown_met_whole_or_not_at_all(capsys) -> None:
+    gangs = ROOT / "examples" / "gangs"
+    argv = ("preview", str(gangs / "plan.yaml"), "--cluster", str(gangs / "cluster.yaml"))
+    code, out, err = call(capsys, *argv)
+    assert code == 0, err
+    assert "Gangs (all or none)" in out
+    assert "| PodGroup ml/train | 3 x 2g.20gb |   3 | 3/3 | yes" in out
+    assert "| Workload ml/big   | 3 x 4g.40gb |   3 | 0/3 | no" in out
+    assert "gang ml/big: 3 x 4g.40gb, all or none — not met: at most 2 of its pods fit" in out
+    code, out, err = call(capsys, *argv, "-o", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert {g["name"]: g["admitted"] for g in plan["gangs"]} == {
+        "PodGroup ml/train": True,
+        "Workload ml/sweep": True,
+        "Workload ml/big": False,
+    }
+    big = [d for d in plan["demand"] if d["gang"] == "Workload ml/big"]
+    assert [(d["met"], d["minCount"]) for d in big] == [(0, 3)]
