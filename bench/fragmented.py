@@ -7,7 +7,9 @@ pending single-instance pods over nine profiles plus one explicit demand row. Fa
   over-demand (12 pods per node: more than fits) and under-demand (3 per node);
 - a three-model mix (A100-40GB, H100-80GB, H200-141GB), over-demand, both policies;
 - over-demand where 30 % of the pods need 2 or 3 instances on one node (bundles), per size
-  and policy.
+  and policy;
+- over-demand where 30 % of the pods are in PodGroups of 2-16 pods (met all or nothing) and
+  10 % are bundles, per size and policy.
 
 Per scenario: `migplan preview PLAN --cluster INV -o json` runs as a child process, as a user
 would, for the wall time and peak RSS; the plan it prints gives the solver's figures. The
@@ -63,6 +65,8 @@ class Scenario:
     mix: str = "a100-h100"
     several: float = 0.0
     """Share of pending pods that need 2 or 3 instances on one node."""
+    gangs: float = 0.0
+    """Share of pending pods in PodGroups of 2-16, met all or nothing."""
 
 
 @dataclass
@@ -114,6 +118,11 @@ def family(quick: bool) -> list[Scenario]:
         for n in sizes
         for policy in ("none", "evict")
     ]
+    cases += [
+        Scenario(f"{n} nodes, {policy}, gangs", n, policy, 12, several=0.1, gangs=0.3)
+        for n in sizes
+        for policy in ("none", "evict")
+    ]
     mixed = 250 if quick else 1000
     cases += [
         Scenario(f"{mixed} nodes 3-model, {policy}, over-demand", mixed, policy, 12, "three-model")
@@ -158,6 +167,7 @@ def measure(
         pods_per_node=case.pods_per_node,
         mix=case.mix,
         several=case.several,
+        gangs=case.gangs,
     )
     if time_limit is not None:
         plan_doc["spec"]["solver"] = {"timeLimitSeconds": time_limit}  # type: ignore[index]

@@ -199,6 +199,30 @@ def _standard_profiles(model: GpuModel) -> list[str]:
     return [p.name for p in model.profiles if "+" not in p.name and "-me" not in p.name]
 
 
+def _group_into_gangs(
+    pending: list[dict[str, object]], *, share: float, seed: int
+) -> list[dict[str, object]]:
+    """Group `share` of the pending pods of each namespace into gangs of 2-16 pods (in
+    place: each member names its gang and asks what the gang's first pod asks); the gangs."""
+    rnd = random.Random(seed + 1)  # its own sequence: the pods stay as drawn
+    by_namespace: dict[str, list[dict[str, object]]] = {}
+    for pod in pending:
+        by_namespace.setdefault(str(pod["namespace"]), []).append(pod)
+    found: list[dict[str, object]] = []
+    for namespace, pods in sorted(by_namespace.items()):
+        chosen = rnd.sample(pods, round(share * len(pods)))
+        while len(chosen) >= 2:
+            size = min(rnd.randint(2, 16), len(chosen))
+            members, chosen = chosen[:size], chosen[size:]
+            name = f"gang-{len(found)}"
+            for member in members:
+                member["gang"] = name
+                member["requests"] = dict(members[0]["requests"])  # type: ignore[arg-type]
+            least = size if rnd.random() < 0.75 else (size + 1) // 2
+            found.append({"namespace": namespace, "name": name, "minCount": least})
+    return found
+
+
 def fragmented(
     *,
     nodes: int = 1000,
@@ -210,6 +234,7 @@ def fragmented(
     policy: str = "none",
     seed: int = SEED,
     several: float = 0.0,
+    gangs: float = 0.0,
 ) -> tuple[dict[str, object], dict[str, object]]:
     """A busy, fragmented fleet as an inventory file and a plan manifest (both plain data).
 
@@ -219,7 +244,9 @@ def fragmented(
     often), and the plan adds one explicit demand row at a higher priority. With 12 pods per
     node the demand exceeds what fits (over-demand); with 3 it does not (under-demand).
     A `several` share of the pods asks for 2 or 3 instances of its profile, which must all be
-    on one node (a bundle: multi-instance pods, DRA claims with `count > 1`).
+    on one node (a bundle: multi-instance pods, DRA claims with `count > 1`). A `gangs` share
+    of the pods is grouped, per namespace, into PodGroups of 2-16 pods that all ask what
+    their first pod asks (minCount all of them, or half for one gang in four).
     """
     from migplan.planner.hardware.enumeration import enumerate_layouts
 
@@ -272,6 +299,8 @@ def fragmented(
         "nodes": inventory_nodes,
         "pendingPods": pending,
     }
+    if gangs:
+        inventory["gangs"] = _group_into_gangs(pending, share=gangs, seed=seed)
     explicit = profiles[len(profiles) // 2]
     plan = {
         "apiVersion": "migplan.io/v1alpha1",

@@ -20,9 +20,10 @@ reports more than the nodes can host, and may host fewer than an exhaustive sear
 Without node figures (the solver's hints) the whole fleet is one node, which is the solver's
 relaxation.
 
-Gangs (items met all together or not at all) make it a knapsack: with any gang in the
-demand, the allocation is solved exactly instead, bundles node by node included
-(`gang_allocation.py`).
+Gangs (items met all together or not at all) make it a knapsack, and the per-node packing of
+bundles is greedy: on fleets of up to `EXACT_NODES` nodes, and wherever gangs meet no bundle,
+the allocation is solved exactly instead (`gang_allocation.py`); on larger fleets with bundles
+the packing runs again without each gang it met only in part.
 
 Shared by the plan assembly, the solver's starting points and the validator, so a plan's
 "met" means the same everywhere.
@@ -32,11 +33,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ortools.graph.python import min_cost_flow
 
-from migplan.planner.demand import DemandItem, DemandKind, Part, demand_weight
+from migplan.planner.demand import (
+    DemandItem,
+    DemandKind,
+    Part,
+    demand_weight,
+    gang_problem,
+    gangs_of,
+)
 from migplan.planner.gang_allocation import solve_exactly
 
 EXACT_NODES = 64
@@ -139,12 +147,37 @@ def allocate(
     `nodes` (the FREE instances per node; None: the whole fleet as one node)."""
     if nodes is None and any(item.per_pod for item in demand):
         nodes = {"": available[DemandKind.FREE]}
-    if any(item.gang for item in demand) or (nodes is not None and len(nodes) <= EXACT_NODES):
+    small = nodes is None or len(nodes) <= EXACT_NODES
+    gangs = any(item.gang for item in demand)
+    if small and (gangs or nodes is not None):
         found = solve_exactly(demand, available, nodes=nodes)
         return Allocation(found.met, found.served, found.parts)
     if nodes is None:
         return _plain(demand, available)
+    if gangs:
+        return _packed_whole(demand, available, nodes)
     return _Packing(demand, available, nodes).run()
+
+
+def _packed_whole(
+    demand: Sequence[DemandItem], available: Available, nodes: NodeFree
+) -> Allocation:
+    """The greedy packing on a large fleet, gangs kept whole: a gang the packing meets only in
+    part gets nothing, and the rest is packed again without it, until every gang is met
+    whole or not at all (each pass drops at least one gang)."""
+    dropped: set[str] = set()
+    groups = gangs_of(demand)
+    while True:
+        trimmed = [replace(d, count=0) if d.gang in dropped else d for d in demand]
+        found = _Packing(trimmed, available, nodes).run()
+        broken = {
+            gang
+            for gang, members in groups.items()
+            if gang not in dropped and gang_problem(demand, found.met, members)
+        }
+        if not broken:
+            return found
+        dropped |= broken
 
 
 class _Packing:

@@ -18,11 +18,14 @@ from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.kube.connect import connect
 from migplan.operator.kube.core import PodReplacedError
+from migplan.operator.kube.gangs import GangApi
 from migplan.operator.kube.seam import Kube
+from migplan.operator.pod_groups import GangReading
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.planner.api.group import API_VERSION, PLANS
 
 pytestmark = pytest.mark.cluster
+POD_GROUPS = f"podgroups:{GangApi.POD_GROUP.value}"
 
 
 @dataclass
@@ -42,6 +45,7 @@ def twin(request, crds) -> Iterator[Twin]:
     prefix = f"twin-{request.param[0]}{uuid.uuid4().hex[:5]}"
     if request.param == "memory":
         cluster = InMemoryCluster()
+        cluster.gangs.serving = {GangApi.POD_GROUP}  # as the test control plane serves
 
         def create_memory(resource: str, body: dict[str, Any], namespace: str = "") -> None:
             cluster.store.create(resource, body, namespace)
@@ -59,6 +63,9 @@ def twin(request, crds) -> Iterator[Twin]:
             core.create_node(body)
         elif resource == "pods":
             core.create_namespaced_pod(namespace, body)
+        elif resource == POD_GROUPS:
+            group, version = GangApi.POD_GROUP.group_version
+            objects.create_namespaced_custom_object(group, version, namespace, "podgroups", body)
         elif resource == PLANS:
             objects.create_cluster_custom_object("migplan.io", "v1alpha1", PLANS, body)
         else:
@@ -281,3 +288,32 @@ def test_an_event_is_posted_then_counted_again(twin: Twin) -> None:
     assert name.startswith("x.")
     assert api.core.bump_event(namespace=namespace, name=name, count=2)
     assert not api.core.bump_event(namespace=namespace, name="x.gone", count=2)
+
+
+def test_pod_groups_and_their_pods_read_the_same(twin: Twin) -> None:
+    api, namespace = twin.api, twin.prefix
+    twin.create_raw("namespaces", {"metadata": {"name": namespace}})
+    group, version = GangApi.POD_GROUP.group_version
+    for name, policy in (("train", {"gang": {"minCount": 2}}), ("loose", {"basic": {}})):
+        body = {
+            "apiVersion": f"{group}/{version}",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedulingPolicy": policy},
+        }
+        twin.create_raw(POD_GROUPS, body, namespace)
+    member = _pod("train-0")
+    member["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    twin.create_raw("pods", member, namespace)
+    assert GangApi.POD_GROUP in api.gangs.served()
+    found = [g for g in api.gangs.list_pod_groups(kind=GangApi.POD_GROUP) if _in(g, namespace)]
+    assert sorted(g["metadata"]["name"] for g in found) == ["loose", "train"]
+    reading = GangReading.read(api)
+    assert reading.gangs[namespace, "train"].min_count == 2
+    assert (namespace, "loose") not in reading.gangs
+    (pod,) = api.core.list_pods(namespace=namespace, label_selector="")
+    assert reading.gang_of(pod) == "train"
+
+
+def _in(obj: dict[str, Any], namespace: str) -> bool:
+    return bool(obj["metadata"]["namespace"] == namespace)

@@ -25,60 +25,61 @@ QUOTA = {
 }
 
 
-def queue_objects() -> list[dict]:
-    """A ClusterQueue whose quota covers the MIG resources, guarded by migplan's check."""
+def queue_objects(ns: str = NS, quota: dict[str, int] = QUOTA) -> list[dict]:
+    """A ClusterQueue `ns` whose quota covers the MIG resources, guarded by migplan's check
+    naming plan `ns`; its LocalQueue `team` in namespace `ns`."""
     group = "kueue.x-k8s.io/v1beta2"
     return [
-        {"apiVersion": group, "kind": "ResourceFlavor", "metadata": {"name": "kq-mig"}},
+        {"apiVersion": group, "kind": "ResourceFlavor", "metadata": {"name": f"{ns}-mig"}},
         {
             "apiVersion": group,
             "kind": "AdmissionCheck",
-            "metadata": {"name": "kq-migplan"},
+            "metadata": {"name": f"{ns}-migplan"},
             "spec": {
                 "controllerName": "migplan.io/partition",
-                "parameters": {"apiGroup": "migplan.io", "kind": "GPUPartitionPlan", "name": NS},
+                "parameters": {"apiGroup": "migplan.io", "kind": "GPUPartitionPlan", "name": ns},
             },
         },
         {
             "apiVersion": group,
             "kind": "ClusterQueue",
-            "metadata": {"name": "kq"},
+            "metadata": {"name": ns},
             "spec": {
                 "namespaceSelector": {},
                 "resourceGroups": [
                     {
-                        "coveredResources": list(QUOTA),
+                        "coveredResources": list(quota),
                         "flavors": [
                             {
-                                "name": "kq-mig",
+                                "name": f"{ns}-mig",
                                 "resources": [
-                                    {"name": r, "nominalQuota": n} for r, n in QUOTA.items()
+                                    {"name": r, "nominalQuota": n} for r, n in quota.items()
                                 ],
                             }
                         ],
                     }
                 ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "kq-migplan"}]},
+                "admissionChecksStrategy": {"admissionChecks": [{"name": f"{ns}-migplan"}]},
             },
         },
         {
             "apiVersion": group,
             "kind": "LocalQueue",
-            "metadata": {"name": "team", "namespace": NS},
-            "spec": {"clusterQueue": "kq"},
+            "metadata": {"name": "team", "namespace": ns},
+            "spec": {"clusterQueue": ns},
         },
     ]
 
 
-def job(name: str, resource: str, pods: int) -> dict:
-    """A Job of `pods` pods, one `resource` each, queued on `team` (created suspended, as
-    Kueue's Job webhook would leave it)."""
+def job(name: str, resource: str, pods: int, ns: str = NS) -> dict:
+    """A Job of `pods` pods, one `resource` each, queued on `team` in `ns` (created
+    suspended, as Kueue's Job webhook would leave it), on the nodes of pool `ns`."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": NS,
+            "namespace": ns,
             "labels": {"kueue.x-k8s.io/queue-name": "team"},
         },
         "spec": {
@@ -88,10 +89,10 @@ def job(name: str, resource: str, pods: int) -> dict:
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
-                    "nodeSelector": {POOL: NS},
+                    "nodeSelector": {POOL: ns},
                     "tolerations": [
                         KWOK_TOLERATION,
-                        {"key": POOL, "operator": "Equal", "value": NS, "effect": "NoSchedule"},
+                        {"key": POOL, "operator": "Equal", "value": ns, "effect": "NoSchedule"},
                     ],
                     "containers": [
                         {
@@ -106,8 +107,8 @@ def job(name: str, resource: str, pods: int) -> dict:
     }
 
 
-def workload_of(cp, job_name: str) -> dict | None:
-    found = json.loads(cp.kubectl("get", "workloads", "-n", NS, "-o", "json").stdout)["items"]
+def workload_of(cp, job_name: str, ns: str = NS) -> dict | None:
+    found = json.loads(cp.kubectl("get", "workloads", "-n", ns, "-o", "json").stdout)["items"]
     return next(
         (
             w
@@ -118,17 +119,17 @@ def workload_of(cp, job_name: str) -> dict | None:
     )
 
 
-def check_state(cp, job_name: str) -> tuple[str | None, str, int]:
+def check_state(cp, job_name: str, ns: str = NS) -> tuple[str | None, str, int]:
     """(state, message, retryCount) of the migplan check on the Job's Workload."""
-    workload = workload_of(cp, job_name) or {}
+    workload = workload_of(cp, job_name, ns) or {}
     for entry in (workload.get("status") or {}).get("admissionChecks") or []:
-        if entry.get("name") == "kq-migplan":
+        if entry.get("name") == f"{ns}-migplan":
             return entry.get("state"), entry.get("message", ""), entry.get("retryCount") or 0
     return None, "", 0
 
 
-def condition(cp, job_name: str, kind: str) -> bool:
-    workload = workload_of(cp, job_name) or {}
+def condition(cp, job_name: str, kind: str, ns: str = NS) -> bool:
+    workload = workload_of(cp, job_name, ns) or {}
     return any(
         c["type"] == kind and c["status"] == "True"
         for c in (workload.get("status") or {}).get("conditions") or []
@@ -146,11 +147,11 @@ def rejection(cp) -> str:
     return " ".join(e.get("message", "") for e in events)
 
 
-def started_pods(cp, job_name: str) -> int:
+def started_pods(cp, job_name: str, ns: str = NS) -> int:
     """The Job's pods that ran (kwok completes a Job's pods soon after they start)."""
     pods = json.loads(
         cp.kubectl(
-            "get", "pods", "-n", NS, "-l", f"batch.kubernetes.io/job-name={job_name}", "-o", "json"
+            "get", "pods", "-n", ns, "-l", f"batch.kubernetes.io/job-name={job_name}", "-o", "json"
         ).stdout
     )["items"]
     return sum(1 for p in pods if p["status"].get("phase") in ("Running", "Succeeded"))
@@ -180,7 +181,7 @@ def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kube
             # The operator marks its check Active, so the ClusterQueue can reserve quota.
             wait_for(
                 lambda: "Active" in cp.kubectl(
-                    "get", "admissioncheck", "kq-migplan", "-o",
+                    "get", "admissioncheck", f"{NS}-migplan", "-o",
                     "jsonpath={.status.conditions[?(@.status=='True')].type}",
                 ).stdout,
                 "the AdmissionCheck Active",
@@ -289,3 +290,59 @@ def test_pending_workloads_of_a_queue_count_ahead_of_admission(
 def workload_in(cp, namespace: str) -> bool:
     found = cp.kubectl("get", "workloads", "-n", namespace, "-o", "name", check=False)
     return bool(found.stdout.strip())
+
+
+def test_a_job_whose_pods_cannot_all_fit_gets_nothing_and_a_smaller_one_runs(
+    control_plane, crds, operator_kubeconfig
+) -> None:
+    """One empty H100; a Job of three 4g.40gb pods (one fits) and a Job of two 2g.20gb, both
+    with quota reserved in the same pass. Counted pod by pod, the best plan made a 4g.40gb
+    and one 2g.20gb: neither Job could start. All or nothing, the big Job gets Retry and no
+    4g.40gb is made; the small one is admitted and runs."""
+    cp, ns = crds, "kqg"
+    cp.start_kueue()
+    fleet = build_pool(cp, ns, {f"{ns}-a": "-"})
+    quota = {"nvidia.com/mig-4g.40gb": 3, "nvidia.com/mig-2g.20gb": 2}
+    try:
+        apply(cp, *queue_objects(ns, quota))
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            demand = {"fromKueue": {"priority": 5}}
+            apply(cp, make_plan(ns, ns, window=ALWAYS_OPEN, demand=demand))
+            wait_for(
+                lambda: "Active" in cp.kubectl(
+                    "get", "admissioncheck", f"{ns}-migplan", "-o",
+                    "jsonpath={.status.conditions[?(@.status=='True')].type}",
+                ).stdout,
+                "the AdmissionCheck Active",
+            )  # fmt: skip
+            apply(
+                cp,
+                job("big", "nvidia.com/mig-4g.40gb", 3, ns),
+                job("pair", "nvidia.com/mig-2g.20gb", 2, ns),
+            )
+            # Admitted, its pods run (kwok finishes them soon after, and Kueue then drops
+            # the Workload's Admitted condition: the pods are what stays).
+            wait_for(lambda: started_pods(cp, "pair", ns) == 2, "the pair runs", timeout=120)
+            # Kueue turns a Retry back to Pending as soon as it requeues the Workload, so the
+            # plan's record of its verdict is what a test can wait for.
+            wait_for(
+                lambda: any(
+                    key.startswith(f"{ns}/job-big") and not record["met"]
+                    for key, record in (plan_status(cp, ns).get("kueue") or {}).items()
+                ),
+                "the verdict Retry for the Job whose pods cannot all fit",
+                timeout=90,
+            )
+            status = plan_status(cp, ns)
+        assert not condition(cp, "big", "Admitted", ns)
+        gangs = {g["name"]: g for g in status["plan"]["gangs"]}
+        big = next(g for name, g in gangs.items() if name.startswith(f"Workload {ns}/job-big"))
+        assert (big["met"], big["admitted"]) == (0, False)
+        assert "all or none" in big["reason"]
+        after = status["plan"]["nodes"][f"{ns}-a"][0]["after"]
+        assert "4g.40gb" not in after
+        assert after.count("2g.20gb") >= 2
+    finally:
+        fleet.stop()
+        for name in ("big", "pair"):
+            cp.kubectl("delete", "job", "-n", ns, name, "--wait=false", check=False)

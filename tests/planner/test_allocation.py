@@ -370,3 +370,20 @@ def test_a_levels_singles_are_served_whatever_comes_before_them(want, bundle) ->
     nodes = {"a": {"1g.10gb": 2, "2g.20gb": 1}}
     result = allocate(demand, supply(free={"1g.10gb": 2, "2g.20gb": 1}), nodes=nodes)
     assert result.met == (1, 1, 1)
+
+
+def test_on_a_large_fleet_a_gang_packed_only_in_part_gets_nothing(bundle, want) -> None:
+    """Past EXACT_NODES nodes bundles are packed greedily; a gang of three pods of 2 x 1g.10gb
+    finds two nodes that host one each, so it gets nothing, and the plain pods take the
+    instances it would have left idle."""
+    from dataclasses import replace
+
+    from migplan.planner.allocation import EXACT_NODES
+
+    gang = replace(bundle(3, {"1g.10gb": 2}), gang="PodGroup ml/g", gang_minimum=3)
+    plain = want("1g.10gb", 4)
+    nodes = {f"n{i:03d}": {"1g.10gb": 2 if i < 2 else 0} for i in range(EXACT_NODES + 1)}
+    result = allocate([gang, plain], supply(free={"1g.10gb": 4}), nodes=nodes)
+    assert result.met == (0, 4)
+    whole = replace(gang, count=2, gang_minimum=2)
+    assert allocate([whole, plain], supply(free={"1g.10gb": 4}), nodes=nodes).met == (2, 0)
