@@ -138,6 +138,18 @@ td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 <td>{{ d.requested }}</td><td>{{ d.met_text }}</td><td>{{ d.reason or '' }}</td></tr>
 {% endfor %}
 </table>
+{% if plan.gangs %}
+<h2>Gangs (all or none)</h2>
+<table>
+<tr><th>gang</th><th>needs</th><th>minCount</th><th>met</th><th>admitted</th><th>reason</th></tr>
+{% for g in plan.gangs %}
+<tr class="{{ '' if g.admitted else 'unmet' }}">
+<td>{{ g.name }}</td><td>{{ g.shape }}</td><td>{{ g.min_count }}</td>
+<td>{{ g.met }}/{{ g.requested }}</td><td>{{ 'yes' if g.admitted else 'no' }}</td>
+<td>{{ g.reason or '' }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
 <h2>Solver</h2>
 <p>{{ plan.solver.method }} {{ plan.solver.status }}
 in {{ '%.2f'|format(plan.solver.wall_seconds) }} s,

@@ -107,6 +107,18 @@ def job(name: str, resource: str, pods: int, ns: str = NS) -> dict:
     }
 
 
+def wait_active(cp, ns: str) -> None:
+    """Until the operator marks the AdmissionCheck of plan `ns` Active (Kueue keeps the
+    ClusterQueue from reserving quota before)."""
+    wait_for(
+        lambda: "Active" in cp.kubectl(
+            "get", "admissioncheck", f"{ns}-migplan", "-o",
+            "jsonpath={.status.conditions[?(@.status=='True')].type}",
+        ).stdout,
+        "the AdmissionCheck Active",
+    )  # fmt: skip
+
+
 def workload_of(cp, job_name: str, ns: str = NS) -> dict | None:
     found = json.loads(cp.kubectl("get", "workloads", "-n", ns, "-o", "json").stdout)["items"]
     return next(
@@ -179,13 +191,7 @@ def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kube
             policy = {"disruption": "none"}
             apply(cp, make_plan(NS, NS, window=ALWAYS_OPEN, demand=demand, policy=policy))
             # The operator marks its check Active, so the ClusterQueue can reserve quota.
-            wait_for(
-                lambda: "Active" in cp.kubectl(
-                    "get", "admissioncheck", f"{NS}-migplan", "-o",
-                    "jsonpath={.status.conditions[?(@.status=='True')].type}",
-                ).stdout,
-                "the AdmissionCheck Active",
-            )  # fmt: skip
+            wait_active(cp, NS)
             started = time.monotonic()
             apply(cp, job("train", "nvidia.com/mig-2g.20gb", 2))
             wait_for(lambda: condition(cp, "train", "QuotaReserved"), "quota reserved")
@@ -308,13 +314,7 @@ def test_a_job_whose_pods_cannot_all_fit_gets_nothing_and_a_smaller_one_runs(
         with running_operator(cp, kubeconfig=operator_kubeconfig):
             demand = {"fromKueue": {"priority": 5}}
             apply(cp, make_plan(ns, ns, window=ALWAYS_OPEN, demand=demand))
-            wait_for(
-                lambda: "Active" in cp.kubectl(
-                    "get", "admissioncheck", f"{ns}-migplan", "-o",
-                    "jsonpath={.status.conditions[?(@.status=='True')].type}",
-                ).stdout,
-                "the AdmissionCheck Active",
-            )  # fmt: skip
+            wait_active(cp, ns)
             apply(
                 cp,
                 job("big", "nvidia.com/mig-4g.40gb", 3, ns),

@@ -298,3 +298,14 @@ def test_gangs_are_shown_met_whole_or_not_at_all(capsys) -> None:
     }
     big = [d for d in plan["demand"] if d["gang"] == "Workload ml/big"]
     assert [(d["met"], d["minCount"]) for d in big] == [(0, 3)]
+
+
+def test_the_html_report_lists_the_gangs(capsys, tmp_path) -> None:
+    gangs = ROOT / "examples" / "gangs"
+    report = tmp_path / "report.html"
+    argv = ("preview", str(gangs / "plan.yaml"), "--cluster", str(gangs / "cluster.yaml"))
+    code, _, err = call(capsys, *argv, "--html", str(report))
+    assert code == 0, err
+    html = report.read_text()
+    assert "<h2>Gangs (all or none)</h2>" in html
+    assert '<tr class="unmet">\n<td>Workload ml/big</td><td>3 x 4g.40gb</td><td>3</td>' in html
