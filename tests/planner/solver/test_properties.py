@@ -1,11 +1,14 @@
-"""Properties over random fleets and demand (hypothesis, derandomized), either/or items and
-bundles (pods needing several instances on one node) included.
+"""Properties over random fleets and demand (hypothesis, derandomized), either/or items,
+bundles (pods needing several instances on one node) and gangs (met whole or not at all)
+included.
 
 Every plan validates; under policy none no in-use instance is destroyed; met never exceeds
 requested; the planner never meets less (priority-weighted) demand than any baseline.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -92,6 +95,16 @@ def demands(draw, gpus: list[GpuState]) -> list[DemandItem]:
                     per_pod=parts,
                 )
             )
+    # And sometimes a gang: some pending items met all together or not at all, each at least
+    # its minimum, the gang at least its own (at times more than it asks: never met).
+    free = [n for n, item in enumerate(items) if item.kind is DemandKind.FREE]
+    if free and draw(st.booleans()):
+        members = draw(st.lists(st.sampled_from(free), min_size=1, unique=True))
+        total = sum(items[n].count for n in members)
+        least = draw(st.integers(0, total + 1))
+        for n in members:
+            minimum = draw(st.integers(0, items[n].count))
+            items[n] = replace(items[n], gang="PodGroup ns/g", minimum=minimum, gang_minimum=least)
     return items
 
 
