@@ -18,6 +18,9 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kq"
+KUEUE_WORKLOADS = "workloads.kueue.x-k8s.io"
+"""Kueue's Workloads by their full name: with GenericWorkload on (the gang tests), the API
+server also serves `workloads` of scheduling.k8s.io, which kubectl picks for the short name."""
 QUOTA = {
     "nvidia.com/mig-2g.20gb": 4,
     "nvidia.com/mig-7g.80gb": 2,
@@ -120,7 +123,7 @@ def wait_active(cp, ns: str) -> None:
 
 
 def workload_of(cp, job_name: str, ns: str = NS) -> dict | None:
-    found = json.loads(cp.kubectl("get", "workloads", "-n", ns, "-o", "json").stdout)["items"]
+    found = json.loads(cp.kubectl("get", KUEUE_WORKLOADS, "-n", ns, "-o", "json").stdout)["items"]
     return next(
         (
             w
@@ -294,7 +297,7 @@ def test_pending_workloads_of_a_queue_count_ahead_of_admission(
 
 
 def workload_in(cp, namespace: str) -> bool:
-    found = cp.kubectl("get", "workloads", "-n", namespace, "-o", "name", check=False)
+    found = cp.kubectl("get", KUEUE_WORKLOADS, "-n", namespace, "-o", "name", check=False)
     return bool(found.stdout.strip())
 
 
