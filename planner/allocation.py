@@ -23,7 +23,8 @@ relaxation.
 Gangs (items met all together or not at all) make it a knapsack, and the per-node packing of
 bundles is greedy: on fleets of up to `EXACT_NODES` nodes, and wherever gangs meet no bundle,
 the allocation is solved exactly instead (`gang_allocation.py`); on larger fleets with bundles
-the packing runs again without each gang it met only in part.
+the packing runs again without each gang it met only in part (twice at most; then such a
+gang's instances are left free).
 
 Shared by the plan assembly, the solver's starting points and the validator, so a plan's
 "met" means the same everywhere.
@@ -159,15 +160,28 @@ def allocate(
     return _Packing(demand, available, nodes).run()
 
 
+def feasible_allocation(demand: Sequence[DemandItem], available: Available) -> Allocation:
+    """A quick allocation that keeps gangs whole, the fleet taken as one node (the solver's
+    relaxation): a feasible starting point, not the best one."""
+    if not any(item.gang for item in demand):
+        return allocate(demand, available)
+    return _packed_whole(demand, available, {"": available[DemandKind.FREE]})
+
+
+PACKING_PASSES = 2
+"""Packings of a large fleet with gangs before the gangs still met in part are simply emptied
+(each pass took 0.26 s at 8,000 GPUs, and passes ran up to 8 times)."""
+
+
 def _packed_whole(
     demand: Sequence[DemandItem], available: Available, nodes: NodeFree
 ) -> Allocation:
     """The greedy packing on a large fleet, gangs kept whole: a gang the packing meets only in
-    part gets nothing, and the rest is packed again without it, until every gang is met
-    whole or not at all (each pass drops at least one gang)."""
+    part gets nothing, and the rest is packed again without it; after `PACKING_PASSES` the
+    gangs still met in part just give their instances back (left free)."""
     dropped: set[str] = set()
     groups = gangs_of(demand)
-    while True:
+    for _ in range(PACKING_PASSES):
         trimmed = [replace(d, count=0) if d.gang in dropped else d for d in demand]
         found = _Packing(trimmed, available, nodes).run()
         broken = {
@@ -178,6 +192,12 @@ def _packed_whole(
         if not broken:
             return found
         dropped |= broken
+    emptied = {n for gang in broken for n in groups[gang]}
+    return Allocation(
+        met=tuple(0 if n in emptied else m for n, m in enumerate(found.met)),
+        served=tuple({} if n in emptied else s for n, s in enumerate(found.served)),
+        parts=tuple(tuple({} for _ in p) if n in emptied else p for n, p in enumerate(found.parts)),
+    )
 
 
 class _Packing:

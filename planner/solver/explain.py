@@ -36,6 +36,8 @@ class Explainer:
         self._classes = classes
         self._pools = pools
         self._policy = policy
+        self._capacity: dict[str, int] = {}
+        self._in_use: dict[str, int] = {}
         self.limits_reached: list[str] = []
         """Policy limits the chosen plan sits at (set once the plan is known)."""
 
@@ -55,7 +57,11 @@ class Explainer:
         """Most instances of `profile` the covered GPUs could hold if nothing else were wanted."""
         if profile not in self._pools.profiles:
             return 0
-        return sum(cls.size * self._pools.most(c, profile) for c, cls in enumerate(self._classes))
+        if profile not in self._capacity:  # asked once per unmet gang: hundreds of times
+            self._capacity[profile] = sum(
+                cls.size * self._pools.most(c, profile) for c, cls in enumerate(self._classes)
+            )
+        return self._capacity[profile]
 
     def capacity_without_pins(self, profile: str) -> int:
         """Most instances of `profile` the covered GPUs could hold if they were all empty."""
@@ -69,7 +75,11 @@ class Explainer:
 
     def in_use(self, profile: str) -> int:
         """Instances of `profile` in use now."""
-        return sum(cls.size * sum(i.profile == profile for i in cls.pins) for cls in self._classes)
+        if profile not in self._in_use:
+            self._in_use[profile] = sum(
+                cls.size * sum(i.profile == profile for i in cls.pins) for cls in self._classes
+            )
+        return self._in_use[profile]
 
     def __call__(self, item: DemandItem, met: int) -> str | None:
         """Why `item` got only `met` of its count."""

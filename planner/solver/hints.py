@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 from ortools.sat.python import cp_model
 
-from migplan.planner.allocation import Allocation, allocate
+from migplan.planner.allocation import Allocation, feasible_allocation
 from migplan.planner.api.spec import Disruption
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.demand import DemandKind, gang_met, gangs_of
@@ -134,7 +134,7 @@ def _meet(
                     if (key := (node, n, j, profile)) in pm.node_parts:
                         values[pm.node_parts[key].index] = instances
     else:
-        allocation = allocate(pm.demand, available)
+        allocation = feasible_allocation(pm.demand, available)
     for gang, members in gangs_of(pm.demand).items():
         values[pm.gang_on[gang].index] = int(gang_met(pm.demand, allocation.met, members))
     for n, (met, serve, got, served) in enumerate(
