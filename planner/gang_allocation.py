@@ -47,6 +47,26 @@ best is taken (on 8,000 GPUs with 423 gangs the proof alone took over 20 determi
 seconds per allocation)."""
 
 
+def tie_gangs(
+    model: cp_model.CpModel, met: Sequence[cp_model.IntVar], demand: Sequence[DemandItem]
+) -> dict[str, cp_model.IntVar]:
+    """All or nothing in `model`: per gang a yes/no; off, its items (`met`, units per item)
+    get nothing; on, each at least its minimum and the gang at least its own. The planning
+    model and the allocation model both state gangs so; returns the yes/no per gang."""
+    on_of: dict[str, cp_model.IntVar] = {}
+    for g, (gang, members) in enumerate(gangs_of(demand).items()):
+        on = on_of[gang] = model.new_bool_var(f"gang_{g}")
+        for n in members:
+            item = demand[n]
+            model.add(met[n] <= item.count * on)
+            if item.minimum:
+                model.add(met[n] >= min(item.minimum, item.count) * on)
+        least = demand[members[0]].gang_minimum
+        if least:
+            model.add(cp_model.LinearExpr.sum([met[n] for n in members]) >= least * on)
+    return on_of
+
+
 class _Model:
     """Variables of the allocation: per item and part the instances of each profile."""
 
@@ -115,15 +135,8 @@ class _Model:
         for (kind, profile), takers in self.fleet.items():
             self.model.add(sum(takers) <= max(available[kind].get(profile, 0), 0))
         for (name, profile), used in self.usage.items():
-            self.model.add(sum(v for v in used) <= max(self.nodes[name].get(profile, 0), 0))
-        for gang, members in gangs_of(self.demand).items():
-            on = self.model.new_bool_var(f"gang_{gang}")
-            first = self.demand[members[0]]
-            for n in members:
-                item = self.demand[n]
-                self.model.add(self.met[n] <= item.count * on)
-                self.model.add(self.met[n] >= min(item.minimum, item.count) * on)
-            self.model.add(sum(self.met[n] for n in members) >= first.gang_minimum * on)
+            self.model.add(sum(used) <= max(self.nodes[name].get(profile, 0), 0))
+        tie_gangs(self.model, self.met, self.demand)
 
     def objective(self) -> None:
         """Weighted demand met; ties to higher priority, then earlier items."""

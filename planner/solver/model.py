@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from migplan.planner.api.spec import Disruption, PolicySpec
-from migplan.planner.demand import DemandItem, DemandKind, demand_weight, gangs_of
+from migplan.planner.demand import DemandItem, DemandKind, demand_weight
+from migplan.planner.gang_allocation import tie_gangs
 from migplan.planner.solver.classes import GpuClass
 from migplan.planner.solver.linear import Expr
 from migplan.planner.solver.linear import linear_sum as _sum
@@ -248,22 +249,7 @@ class PlanningModel:
         if self.policy.disruption is Disruption.EVICT:
             for profile in sorted(self.pins):
                 self.model.add(self.supply(profile) >= self.pins[profile])
-        self._gangs()
-
-    def _gangs(self) -> None:
-        """A gang is met all together or not at all: with `gang_on[g]` off its items get
-        nothing, with it on each gets at least its minimum and the gang at least its own."""
-        for g, (gang, members) in enumerate(gangs_of(self.demand).items()):
-            on = self.model.new_bool_var(f"gang_{g}")
-            self.gang_on[gang] = on
-            for n in members:
-                item = self.demand[n]
-                self.model.add(self.met[n] <= item.count * on)
-                if item.minimum:
-                    self.model.add(self.met[n] >= min(item.minimum, item.count) * on)
-            least = self.demand[members[0]].gang_minimum
-            if least:
-                self.model.add(_sum([(self.met[n], 1) for n in members]) >= least * on)
+        self.gang_on = tie_gangs(self.model, self.met, self.demand)
 
     def _limits(self) -> None:
         if self.policy.max_gpus_changed is not None:
