@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,6 +13,8 @@ from migplan.operator.cli.context import OutputFormat, console, new_table, print
 from migplan.operator.nvml.adapter import NvmlAdapter
 from migplan.operator.nvml.compare import compare, confirmations
 from migplan.operator.nvml.emulator import FakeNvml
+from migplan.operator.nvml.errors import NvmlError
+from migplan.operator.nvml.trace import TracedLibrary, traced_pynvml
 from migplan.planner.errors import MigplanInputError, UnknownModelError
 
 EXIT_MISMATCH = 1
@@ -46,6 +50,17 @@ def nvml_info(
     output: Annotated[
         OutputFormat, typer.Option("--output", "-o", help="text, json or yaml.")
     ] = OutputFormat.TEXT,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            metavar="FILE",
+            help="Also write every NVML call this reading made (entry point, integer "
+            "arguments, return code, counts written back) to FILE as JSON: the evidence the "
+            "emulator is tested against (profiles/evidence/). The trace also covers the "
+            "agent's reads of instances and MIG devices, whatever they answer.",
+        ),
+    ] = None,
 ) -> None:
     """Show, read-only, what NVML reports on this node and how it compares with profiles/.
 
@@ -58,10 +73,13 @@ def nvml_info(
     """
     catalog = state(ctx).catalog
     report = []
-    with NvmlAdapter(_simulated(simulate).pynvml if simulate else None) as nvml:
+    binding, recorder = _binding(simulate, traced=trace is not None)
+    with NvmlAdapter(binding) as nvml:
+        driver = nvml.driver_version()
         for device in nvml.devices():
             entry: dict[str, Any] = {
                 "index": device.index,
+                "driverVersion": driver,
                 "name": device.name,
                 "uuid": device.uuid,
                 "memoryMiB": device.memory_mib,
@@ -76,6 +94,8 @@ def nvml_info(
                 report.append(entry)
                 continue
             profiles = nvml.profiles(device.index)
+            if recorder is not None:
+                _agent_reads(nvml, device.index)
             entry["model"] = model.model
             entry["profiles"] = [
                 {
@@ -114,6 +134,8 @@ def nvml_info(
                     ],
                 }
             report.append(entry)
+    if trace is not None and recorder is not None:
+        _write_trace(trace, recorder=recorder, report=report)
     if output.structured:
         print_document(report, output)
     else:
@@ -129,6 +151,38 @@ def nvml_info(
         raise typer.Exit(EXIT_MISMATCH)
 
 
+def _binding(simulate: str | None, *, traced: bool) -> tuple[Any, TracedLibrary | None]:
+    """The pynvml to read through (the driver's, or the emulator's), recorded when traced."""
+    fake = _simulated(simulate) if simulate else None
+    if not traced:
+        return (fake.pynvml if fake is not None else None), None
+    return traced_pynvml(fake.library if fake is not None else None)
+
+
+def _agent_reads(nvml: NvmlAdapter, index: int) -> None:
+    """The agent's other reads (instances, processes, MIG devices), traced for the record
+    whatever they answer: with MIG off they fail, and how they fail is evidence too."""
+    for read in (nvml.instances, nvml.mig_devices):
+        try:
+            read(index)
+        except NvmlError:
+            continue
+
+
+def _write_trace(path: Path, *, recorder: TracedLibrary, report: list[dict[str, Any]]) -> None:
+    document = {
+        "devices": [
+            {"name": e["name"], "migEnabled": e["migEnabled"], "migPending": e["migPending"]}
+            for e in report
+        ],
+        "calls": [c.document() for c in recorder.calls],
+    }
+    try:
+        path.write_text(json.dumps(document, indent=1) + "\n")
+    except OSError as exc:
+        raise MigplanInputError(f"cannot write the trace to {path}: {exc.strerror}") from None
+
+
 def _print(report: list[dict[str, Any]]) -> None:
     out = console()
     for e in report:
@@ -138,6 +192,7 @@ def _print(report: list[dict[str, Any]]) -> None:
         out.print(
             Text(
                 f"GPU {e['index']}: {e['name']}  {e['uuid']}  PCI {e['pciDeviceId'] or '?'}  "
+                f"driver {e['driverVersion']}  "
                 f"MIG {mode}  "
                 f"catalog model {e.get('model') or '?'}",
                 style="bold",

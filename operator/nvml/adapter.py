@@ -121,6 +121,12 @@ class NvmlAdapter:
 
     # ---- reading -----------------------------------------------------------------------------
 
+    def driver_version(self) -> str:
+        """The driver's version (`580.159.04`): evidence names it, and facts vary by it."""
+        return _text(
+            self._call("nvmlSystemGetDriverVersion", "", self._nvml.nvmlSystemGetDriverVersion)
+        )
+
     def devices(self) -> list[GpuDevice]:
         """Every GPU NVML sees, with its MIG mode."""
         found = []

@@ -176,6 +176,9 @@ class Gpu:
     # ---- MIG devices -----------------------------------------------------------------------
 
     def max_mig_devices(self) -> int:
+        """0 with MIG off, as a real H200 with driver 580 answers (profiles/evidence/)."""
+        if self.mig_current != MIG_ENABLE:
+            return 0
         return MIG_DEVICES_PER_GPU if self.model.compute_slices == 7 else self.model.max_instances
 
     def mig_devices(self) -> list[tuple[int, int]]:

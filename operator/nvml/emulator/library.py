@@ -27,6 +27,11 @@ from migplan.operator.nvml.emulator.gpus import Gpu, NvmlReturn, Process
 
 ARGUMENT_VERSION_MISMATCH = 25  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 INSUFFICIENT_SIZE = 7  # NVML_ERROR_INSUFFICIENT_SIZE
+DRIVER_VERSION = "emulated"
+# Profile indexes the emulated driver knows: 580.159.04 answers INVALID_ARGUMENT from 0x11
+# (NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX, newer than that driver) on, though the binding counts
+# 0x12 (profiles/evidence/h200-141gb-580.159.04-2026-11-26.trace.json).
+KNOWN_PROFILE_INDEXES = 0x11
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of a process on a whole GPU
 _UNCHECKED = ("nvmlInitWithFlags", "nvmlShutdown", "nvmlErrorString")
 # Handles are addresses nobody dereferences (the handle structs are opaque); one sequence for
@@ -214,6 +219,9 @@ class EmulatedLibrary:
             self._strings[code] = ctypes.create_string_buffer(text)
         return ctypes.addressof(self._strings[code])
 
+    def nvmlSystemGetDriverVersion(self, version: int | None, length: int) -> None:
+        self._text(version, length, DRIVER_VERSION)
+
     def nvmlDeviceGetCount_v2(self, count: int | None) -> None:
         self._put(count, ctypes.c_uint, len(self._gpus))
 
@@ -284,7 +292,7 @@ class EmulatedLibrary:
         self._put(status, ctypes.c_uint, gpu.set_mig_mode(mode))
 
     def _profile_by_index(self, gpu: Gpu, index: int) -> Any:
-        if index >= nvml_h.GPU_INSTANCE_PROFILE_COUNT:
+        if index >= KNOWN_PROFILE_INDEXES:
             raise NvmlReturn(errors.INVALID_ARGUMENT)
         found = next((p for p in gpu.model.profiles if p.nvml_index == index), None)
         if found is None:
@@ -351,8 +359,7 @@ class EmulatedLibrary:
     def nvmlDeviceGetGpuInstances(
         self, device: int | None, profile_id: int, instances: int | None, count: int | None
     ) -> None:
-        gpu = self._gpu(device)
-        gpu.require_mig()
+        gpu = self._gpu(device)  # MIG off: no instances, not an error (profiles/evidence/)
         gpu.profile(profile_id)
         if not instances or not count:
             raise NvmlReturn(errors.INVALID_ARGUMENT)

@@ -172,6 +172,7 @@ PROTOTYPES: dict[str, tuple[Any, ...]] = {
     "nvmlInitWithFlags": (c_int, U),
     "nvmlShutdown": (c_int,),
     "nvmlErrorString": (c_void_p, c_int),
+    "nvmlSystemGetDriverVersion": (c_int, P, U),
     "nvmlDeviceGetCount_v2": (c_int, P),
     "nvmlDeviceGetHandleByIndex_v2": (c_int, U, P),
     "nvmlDeviceGetName": (c_int, P, P, U),

@@ -84,12 +84,13 @@ def test_check_gives_each_hardware_difference_with_its_fix(catalog, capsys, monk
 
 
 def test_check_lists_the_inferred_facts_nvml_confirms(catalog, capsys, monkeypatch) -> None:
-    code, check = _check(catalog.model("H200-141GB"), capsys, monkeypatch)
-    assert code == 0
-    assert check["differences"] == []
+    code, check = _check(catalog.model("A100-80GB"), capsys, monkeypatch)
+    # profiles/ has no memory for 1g.20gb, so whatever NVML says differs
+    assert [(d["profile"], d["fact"]) for d in check["differences"]] == [("1g.20gb", "memory MiB")]
+    assert code == nvml_info.EXIT_MISMATCH
     confirmed = {(c["profile"], c["fact"]) for c in check["confirmed"]}
-    # H200 placements are inferred from H100 in profiles/; its IDs and counts are read
-    assert ("3g.71gb", "placements") in confirmed
+    # A100-80GB placements are inferred from the 40GB in profiles/; its IDs and counts are read
+    assert ("3g.40gb", "placements") in confirmed
     assert not [c for c in confirmed if c[1] in ("id", "maxCount")]
 
 

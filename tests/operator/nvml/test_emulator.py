@@ -91,14 +91,15 @@ def test_occupied_placement_is_insufficient_resources_not_already_exists() -> No
     assert code_of(lambda: create(fake, h, 19, 3, 1)) == errors.INSUFFICIENT_RESOURCES
 
 
-def test_mig_off_is_not_supported() -> None:
+def test_mig_off_creates_nothing_and_lists_nothing() -> None:
     fake, h = nvml("H100-80GB", mig=False)
     assert code_of(lambda: create(fake, h, 0, 0, 8)) == errors.NOT_SUPPORTED
     buffer = (fake.nvml.c_nvmlGpuInstance_t * 1)()
-    count = ctypes.c_uint()
-    assert code_of(
-        lambda: fake.nvml.nvmlDeviceGetGpuInstances(h, 0, buffer, ctypes.byref(count))
-    ) == (errors.NOT_SUPPORTED)
+    count = ctypes.c_uint(5)
+    # as a real H200 answered with MIG off (profiles/evidence/): success, none, no MIG devices
+    fake.nvml.nvmlDeviceGetGpuInstances(h, 0, buffer, ctypes.byref(count))
+    assert count.value == 0
+    assert fake.nvml.nvmlDeviceGetMaxMigDeviceCount(h) == 0
 
 
 def test_destroy_with_compute_instance_or_process_is_in_use() -> None:

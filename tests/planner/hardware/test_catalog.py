@@ -132,7 +132,11 @@ def test_known_facts_from_the_reference(catalog) -> None:
     h100 = catalog.model("H100-80GB")
     assert h100.profile("4g.40gb").starts == (0,)
     assert not h100.mig_mode_change_needs_reset
-    assert catalog.model("H200-141GB").profile("1g.18gb").evidence.placements is (Evidence.INFERRED)
+    assert catalog.model("B200").profile("1g.23gb").evidence.placements is Evidence.INFERRED
+    # read on a real H200 (profiles/evidence/h200-141gb-580.159.04-2026-11-26.json)
+    h200 = catalog.model("H200-141GB").profile("2g.35gb")
+    assert h200.evidence.placements is Evidence.READ
+    assert h200.memory_mib == 33280
     # RTX PRO 6000 Blackwell: 12 placement units, a 1g instance takes 3 of them
     rtx = catalog.model("RTX-PRO-6000")
     assert rtx.memory_slices == 12
