@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok), helm and Kueue's controller from Go modules into a cache outside the
+# kubectl, kwok), helm, Kueue's controller and the gang PodGroup CRDs from Go modules into a cache outside the
 # repository, keyed by version.
 #
 # Usage: tests/cluster/build.sh            # prints the bin directory on the last line
@@ -146,6 +146,32 @@ copy_kueue_crds() {
 }
 copy_kueue_crds
 
+# The gang PodGroup CRDs: Volcano's generated from volcano.sh/apis with controller-gen, the
+# coscheduling one copied from the scheduler-plugins module.
+gang_crds() {
+  local dest="$cache_root/gang-crds-volcano-${VOLCANO_APIS_VERSION}_cosched-${SCHEDULER_PLUGINS_VERSION}"
+  local gen="$cache_root/controller-gen-$CONTROLLER_TOOLS_VERSION" dir start=$SECONDS
+  [[ -f "$dest/.complete" ]] && { echo "$dest"; return; }
+  rm -rf "$dest" "$gen"; mkdir -p "$dest" "$gen/src"
+  log "gang CRDs: building controller-gen $CONTROLLER_TOOLS_VERSION"
+  (cd "$gen/src" &&
+    printf 'module migplan.local/crdgen\ngo %s\nrequire (\n\tsigs.k8s.io/controller-tools %s\n\tvolcano.sh/apis %s\n)\n' \
+      "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$CONTROLLER_TOOLS_VERSION" "$VOLCANO_APIS_VERSION" >go.mod &&
+    printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "sigs.k8s.io/controller-tools/cmd/controller-gen"\n\t_ "volcano.sh/apis/pkg/apis/scheduling/v1beta1"\n)\n' >tools.go &&
+    go mod tidy >&2 &&
+    go build -p "$jobs" -trimpath -o "$gen/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen &&
+    "$gen/controller-gen" crd:crdVersions=v1 paths=volcano.sh/apis/pkg/apis/scheduling/v1beta1 \
+      output:crd:dir="$dest")
+  rm -f "$dest/scheduling.volcano.sh_queues.yaml"
+  dir=$(cd "$gen/src" && go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" |
+    sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  cp "$dir/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" "$dest/"
+  touch "$dest/.complete"
+  log "gang CRDs: ready in $((SECONDS - start))s"
+  echo "$dest"
+}
+gang_crds_dir=$(gang_crds)
+
 # One directory with every binary under its usual name.
 mkdir -p "$bin_dir"
 ln -sf "$cache_root/etcd-$ETCD_VERSION/bin/etcd" "$bin_dir/etcd"
@@ -156,6 +182,7 @@ ln -sf "$cache_root/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/servicemoni
 ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
 ln -sf "$cache_root/kueue-$KUEUE_VERSION/bin/kueue" "$bin_dir/kueue"
 ln -sfn "$cache_root/kueue-$KUEUE_VERSION/crds" "$bin_dir/kueue-crds"
+ln -sfn "$gang_crds_dir" "$bin_dir/gang-crds"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   ln -sf "$cache_root/kubernetes-$KUBERNETES_VERSION/bin/$b" "$bin_dir/$b"
 done

@@ -464,6 +464,25 @@ class ControlPlane:
         path.write_text("\n---\n".join(documents))
         return path
 
+    def install_gang_crds(self) -> None:
+        """Volcano's and the scheduler-plugins coscheduling PodGroup CRDs (build.sh: Volcano's
+        generated from volcano.sh/apis, the other as its module ships it), established."""
+        crds = (self.bin_dir / "gang-crds").resolve()  # kubectl reads no symlinked folder
+        self.kubectl("apply", "--server-side", "-f", str(crds))
+        names = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.x-k8s.io")
+        self._wait(
+            lambda: all(
+                "True"
+                in self.kubectl(
+                    "get", "crd", name, "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                    check=False,
+                ).stdout
+                for name in names
+            ),
+            "the gang PodGroup CRDs established",
+        )  # fmt: skip
+
     def start_kueue(self) -> None:
         """Kueue's controller (built by build.sh) against this cluster, with its CRDs.
 

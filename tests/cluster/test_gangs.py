@@ -1,6 +1,8 @@
 """Gangs on the real control plane: a Kubernetes PodGroup (scheduling.k8s.io/v1alpha2, gang
 policy) whose pods the real kube-scheduler's GangScheduling plugin binds all together or not
-at all; migplan reads the PodGroup, plans for the whole gang and the pods bind together."""
+at all; migplan reads the PodGroup, plans for the whole gang and the pods bind together.
+Volcano's and the coscheduling PodGroups are read from their real CRDs (build.sh) and
+planned all or nothing too."""
 
 from __future__ import annotations
 
@@ -60,5 +62,64 @@ def test_a_pod_group_of_three_is_reshaped_for_and_binds_together(crds, operator_
         assert (gang["minCount"], gang["met"], gang["admitted"]) == (3, 3, True)
         bound = {pod(cp, pool, n)["spec"]["nodeName"] for n in names}
         assert bound <= {f"{pool}-a", f"{pool}-b"}
+    finally:
+        fleet.stop()
+
+
+def _volcano_group(namespace: str, name: str, least: int) -> dict:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": least},
+    }
+
+
+def _coscheduling_group(namespace: str, name: str, least: int) -> dict:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": least},
+    }
+
+
+def test_volcano_and_coscheduling_pod_groups_are_met_whole_or_not_at_all(
+    crds, operator_kubeconfig
+) -> None:
+    """One empty H100. A Volcano gang of three 3g.40gb (two fit) and a coscheduling gang of
+    two 2g.20gb. Pod by pod, two 3g.40gb would fill the GPU and neither gang could start; all
+    or none, the Volcano gang is not met, no 3g.40gb is made, and the pair runs."""
+    cp = crds
+    pool = "gang-vc"
+    cp.install_gang_crds()
+    fleet = build_pool(cp, pool, {f"{pool}-a": "-"})
+    big = [f"big-{i}" for i in range(3)]
+    pair = [f"pair-{i}" for i in range(2)]
+    try:
+        apply(cp, _volcano_group(pool, "big", 3), _coscheduling_group(pool, "pair", 2))
+        members = []
+        for name in big:
+            body = mig_pod(name, profile="3g.40gb", namespace=pool, pool=pool)
+            body["metadata"].setdefault("annotations", {})["scheduling.k8s.io/group-name"] = "big"
+            members.append(body)
+        for name in pair:
+            body = mig_pod(name, profile="2g.20gb", namespace=pool, pool=pool)
+            body["metadata"].setdefault("labels", {})["scheduling.x-k8s.io/pod-group"] = "pair"
+            members.append(body)
+        apply(cp, *members)
+        with running_operator(cp, kubeconfig=operator_kubeconfig):
+            apply(cp, make_plan(pool, pool, window=ALWAYS_OPEN))
+            wait_for(lambda: running(cp, pool, *pair), "the coscheduled pair to run", timeout=120)
+            status = plan_status(cp, pool)
+        gangs = {g["name"]: g for g in status["plan"]["gangs"]}
+        volcano = gangs[f"VolcanoPodGroup {pool}/big"]
+        assert (volcano["minCount"], volcano["met"], volcano["admitted"]) == (3, 0, False)
+        assert "all or none" in volcano["reason"]
+        cosched = gangs[f"CoschedulingPodGroup {pool}/pair"]
+        assert (cosched["minCount"], cosched["met"], cosched["admitted"]) == (2, 2, True)
+        after = status["plan"]["nodes"][f"{pool}-a"][0]["after"]
+        assert "3g.40gb" not in after
+        assert not any((pod(cp, pool, n) or {}).get("spec", {}).get("nodeName") for n in big)
     finally:
         fleet.stop()
