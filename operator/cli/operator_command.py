@@ -104,6 +104,17 @@ def operator(
             "label at them no sooner; after a `failed`, the one retry waits as long again.",
         ),
     ] = 90.0,
+    plan_selector: Annotated[
+        str,
+        typer.Option(
+            envvar="MIGPLAN_PLAN_SELECTOR",
+            metavar="KEY=VALUE[,KEY=VALUE...]",
+            help="Act only on the GPUPartitionPlans with these labels (default: every plan), "
+            "so two operators (two chart releases) can share a cluster: each acts on its own "
+            "plans, while conflicts between plans and nodes cordoned by plans are judged over "
+            "all of them.",
+        ),
+    ] = "",
     gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
     mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
     device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
@@ -124,6 +135,7 @@ def operator(
     import kopf  # noqa: PLC0415
 
     from migplan.operator.controller import handlers  # noqa: PLC0415
+    from migplan.operator.controller.selection import PlanSelector  # noqa: PLC0415
     from migplan.operator.kube.connect import connect  # noqa: PLC0415
     from migplan.operator.logs import stdlib_formatter  # noqa: PLC0415
     from migplan.operator.metrics_server import KubernetesAuthorizer, serve_metrics  # noqa: PLC0415
@@ -135,8 +147,10 @@ def operator(
         raise MigplanInputError(
             f"--mig-manager-config: {mig_manager_config!r} is not NAMESPACE/NAME"
         )
+    selector = PlanSelector.parse(plan_selector)
     runtime = handlers.configure(
         kubeconfig=kubeconfig,
+        selector=selector,
         tick=tick,
         agent_timeout=agent_timeout,
         default_actuator=default_actuator,

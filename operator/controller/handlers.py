@@ -22,6 +22,7 @@ from migplan.operator.controller.events import EventRecorder
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, Boundary, no_boundary
+from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra.helper import CelUnavailable, evaluator
 from migplan.operator.gpu_operator import GpuOperatorSettings
@@ -47,6 +48,8 @@ class Runtime:
     ticker: PlanTicker
     priority: int = 0
     leader: Leadership | None = None
+    selector: PlanSelector = EVERY_PLAN
+    """The plans this operator acts on (`--plan-selector`)."""
 
     def acting(self) -> bool:
         """Whether this replica acts: no election, or it holds the lease."""
@@ -75,9 +78,11 @@ def configure(
     gpu_operator: GpuOperatorSettings | None = None,
     mig_config_propagation: float = 90.0,
     boundary: Boundary = no_boundary,
+    selector: PlanSelector = EVERY_PLAN,
 ) -> Runtime:
-    """Connect the controller and make the periodic tick (`tick` seconds apart);
-    `boundary` is called between each node's rollout steps (tests stop the operator there)."""
+    """Connect the controller and make the periodic tick (`tick` seconds apart), acting on
+    the plans `selector` selects; `boundary` is called between each node's rollout steps
+    (tests stop the operator there)."""
     api = connect(kubeconfig=kubeconfig)
     recorder = EventRecorder(api)
     controller = PlanController(
@@ -98,8 +103,9 @@ def configure(
         connection=api.connection,
         partitions=PartitionBootstrap(api),
         cordons=cordons,
-        ticker=PlanTicker(controller, interval=tick, cordons=cordons),
+        ticker=PlanTicker(controller, interval=tick, cordons=cordons, selector=selector),
         priority=priority,
+        selector=selector,
     )
 
 
@@ -117,7 +123,7 @@ def elect_leader(runtime: Runtime, *, namespace: str, name: str = "migplan-opera
 def _lead(runtime: Runtime) -> None:
     """Just became leader: catch up on plans changed while following, then tick."""
     controller = runtime.controller
-    for plan in controller.api.plans.list_plans():
+    for plan in runtime.selector.plans(controller.api.plans.list_plans()):
         try:
             controller.resumed(str(plan["metadata"]["name"]))
         except Exception as exc:  # the ticker retries; one plan must not block the rest
@@ -179,8 +185,13 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
-@kopf.on.create(GROUP, VERSION, PLANS)
-@kopf.on.update(GROUP, VERSION, PLANS, field="spec")
+def _selected(memo: kopf.Memo, labels: Any = None, **_: Any) -> bool:
+    """Whether the plan is this operator's (`--plan-selector`); kopf skips it otherwise."""
+    return _runtime(memo).selector.selects(labels)
+
+
+@kopf.on.create(GROUP, VERSION, PLANS, when=_selected)
+@kopf.on.update(GROUP, VERSION, PLANS, field="spec", when=_selected)
 def on_spec(name: str, memo: kopf.Memo, **_: Any) -> None:
     """A new or changed spec: plan it."""
     runtime = _runtime(memo)
@@ -188,7 +199,7 @@ def on_spec(name: str, memo: kopf.Memo, **_: Any) -> None:
         runtime.controller.spec_changed(name)
 
 
-@kopf.on.resume(GROUP, VERSION, PLANS)
+@kopf.on.resume(GROUP, VERSION, PLANS, when=_selected)
 def on_resume(name: str, memo: kopf.Memo, **_: Any) -> None:
     """The operator started: pick up where the plan's status says it was."""
     runtime = _runtime(memo)
@@ -196,7 +207,7 @@ def on_resume(name: str, memo: kopf.Memo, **_: Any) -> None:
         runtime.controller.resumed(name)
 
 
-@kopf.on.delete(GROUP, VERSION, PLANS, optional=True)
+@kopf.on.delete(GROUP, VERSION, PLANS, optional=True, when=_selected)
 def on_delete(name: str, memo: kopf.Memo, **_: Any) -> None:
     """A plan deleted mid-rollout leaves no node cordoned. No finalizer: if the operator is
     away when a plan goes, the ticker uncordons its nodes when it comes back."""

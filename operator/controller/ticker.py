@@ -20,6 +20,7 @@ from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
+from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
 from migplan.operator.dra import steer
 from migplan.operator.kube.bodies import PlanBody
 from migplan.planner.rollout.records import NodeRollout
@@ -43,8 +44,11 @@ class PlanTicker:
         interval: float,
         clock: Callable[[], float] = time.monotonic,
         cordons: CordonIndex | None = None,
+        selector: PlanSelector = EVERY_PLAN,
     ) -> None:
         self.controller = controller
+        self.selector = selector
+        """The plans this operator acts on; the others are read, not ticked."""
         self.cordons = cordons
         """Nodes held cordoned, from the node watch; without it (or before its first
         event) every round lists the nodes."""
@@ -76,12 +80,14 @@ class PlanTicker:
         return f"the plan ticker has not ticked for {quiet:.0f} s (interval {self.interval:g} s)"
 
     def tick_all(self) -> None:
-        """One round: every plan once, then nodes cordoned by plans that no longer exist;
+        """One round: every plan this operator acts on once, then nodes cordoned by plans
+        that no longer exist (anyone's: another operator's plan still holds its nodes);
         the invariants' gauges refreshed from what the round read."""
         api = self.controller.api
         plans = api.plans.list_plans()
         names = {str(p["metadata"]["name"]) for p in plans}
-        for name in sorted(names):
+        ours = {str(p["metadata"]["name"]) for p in self.selector.plans(plans)}
+        for name in sorted(ours):
             if self._stop.is_set():
                 return
             try:

@@ -79,3 +79,10 @@ def test_bad_input_on_stdin_is_named_stdin(capsys, monkeypatch) -> None:
     _stdin(monkeypatch, b"kind: [unclosed")
     assert run(["preview", "-", "--cluster", "examples/cluster.yaml"]) == EXIT_BAD_INPUT
     assert capsys.readouterr().err.startswith("migplan: error: stdin: not valid YAML")
+
+
+def test_a_malformed_plan_selector_stops_the_operator_with_a_message(capsys) -> None:
+    assert run(["operator", "--standalone", "--plan-selector", "team"]) == 2
+    err = capsys.readouterr().err
+    assert "--plan-selector: 'team' is not key=value" in err
+    assert "Traceback" not in err

@@ -8,6 +8,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from migplan.operator.controller import metrics
+from migplan.operator.controller.cordons import CordonIndex
+from migplan.operator.controller.rollout import CORDONED_BY
+from migplan.operator.controller.selection import PlanSelector
 from migplan.operator.controller.ticker import STALL_FLOOR, PlanTicker, rollout_invariants
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
@@ -72,3 +75,52 @@ def test_published_invariants_replace_the_previous_round() -> None:
     assert value("migplan_rollout_nodes", {"step": "Verifying"}) == 1
     assert value("migplan_rollout_nodes", {"step": "Evicting"}) is None
     assert value("migplan_rollout_oldest_step_seconds") == 5.0
+
+
+class _Recorder:
+    """The controller and API as far as a round reaches them: plans listed, ticks and
+    Kueue activations recorded; no DRA rules; releasing a node fails the test."""
+
+    def __init__(self, plans: list[dict]) -> None:
+        self.ticked: list[str] = []
+        self.activated: set[str] = set()
+        self.api = self
+        self.plans = self
+        self.dra = self
+        self.kueue = self
+        self._plans = plans
+        self.clock = lambda: NOW
+
+    def list_plans(self) -> list[dict]:
+        return self._plans
+
+    def taint_rules_served(self) -> bool:
+        return False
+
+    def tick(self, name: str) -> None:
+        self.ticked.append(name)
+
+    def activate(self, *, plans: set[str]) -> None:
+        self.activated = set(plans)
+
+
+def test_an_operator_with_a_selector_ticks_its_plans_and_leaves_the_others_nodes() -> None:
+    plans = [
+        {"metadata": {"name": "ours", "labels": {"migplan.io/operator": "a"}}, "status": {}},
+        {"metadata": {"name": "theirs", "labels": {"migplan.io/operator": "b"}}, "status": {}},
+    ]
+    fake = _Recorder(plans)
+    cordons = CordonIndex()
+    cordons.saw(name="node-b", annotations={CORDONED_BY: "theirs"}, owner_key=CORDONED_BY)
+    ticker = PlanTicker(
+        controller=fake,  # type: ignore[arg-type]
+        interval=1,
+        cordons=cordons,
+        selector=PlanSelector.parse("migplan.io/operator=a"),
+    )
+    ticker.tick_all()
+    assert fake.ticked == ["ours"]
+    # the other operator's plan still exists: its cordoned node is not an orphan, and a
+    # Kueue check naming it stays active
+    assert cordons.cordoned() == {"node-b": "theirs"}
+    assert fake.activated == {"ours", "theirs"}
