@@ -27,6 +27,7 @@ def test_scripts_parse() -> None:
         ".ci/run",
         "tests/cluster/build.sh",
         "tests/tools/ensure-chromium.sh",
+        "scripts/nvml-evidence",
     ):
         result = subprocess.run(
             ["bash", "-n", str(ROOT / script)], capture_output=True, text=True, check=False

@@ -40,15 +40,19 @@ def operator(
         bool,
         typer.Option(
             help="Run as one of several replicas: only the holder of the Lease "
-            "migplan-operator (in --leader-election-namespace) plans and rolls out; a follower "
-            "takes over within about 12 s of the leader's last renewal, and a leader that "
-            "cannot renew exits. Replaces kopf peering."
+            "--leader-election-name (in --leader-election-namespace) plans and rolls out; a "
+            "follower takes over within about 12 s of the leader's last renewal, and a leader "
+            "that cannot renew exits. Replaces kopf peering."
         ),
     ] = False,
     leader_election_namespace: Annotated[
         str,
         typer.Option(envvar="POD_NAMESPACE", help="Namespace of the leader-election Lease."),
     ] = "migplan-system",
+    leader_election_name: Annotated[
+        str,
+        typer.Option(help="Name of the leader-election Lease (one per operator deployment)."),
+    ] = "migplan-operator",
     metrics_port: Annotated[
         int, typer.Option(min=0, max=65535, help="Prometheus metrics port (0: none).")
     ] = 9090,
@@ -167,7 +171,9 @@ def operator(
         ),
     )
     if leader_elect:
-        handlers.elect_leader(runtime, namespace=leader_election_namespace)
+        handlers.elect_leader(
+            runtime, namespace=leader_election_namespace, name=leader_election_name
+        )
         standalone = True  # the Lease decides who acts; kopf's peering would only pause us
     if metrics_port:
         authorize = None

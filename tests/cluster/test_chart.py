@@ -252,6 +252,96 @@ def test_helm_install_then_the_operator_plans_as_the_charts_service_account(
     assert "NotFound" in left.stderr
 
 
+TEAM_B = "team-b"
+TEAM_B_VALUES = (
+    "crds.install=false",  # installed once, by the first release
+    f"agent.namespace={TEAM_B}-agent",
+    f"agent.nodeSelector.migplan\\.io/pool={TEAM_B}",
+    f"operator.planSelector.migplan\\.io/operator={TEAM_B}",
+    "operator.replicas=1",
+)
+
+
+def test_two_releases_install_side_by_side_and_each_operator_plans_its_own_plans(
+    bin_dir: Path, chart_plane: ControlPlane
+) -> None:
+    """Release migplan (deploy/'s names) and release team-b in a namespace of its own: no
+    name collides (Helm refuses to adopt another release's object), team-b's objects are
+    named after it, and its operator, as its own ServiceAccount, plans the plans labelled
+    for it and leaves the others."""
+    cp = chart_plane
+    cp.kubectl("create", "namespace", TEAM_B)
+    sets_b = [arg for v in TEAM_B_VALUES for arg in ("--set", v)]
+    helm(bin_dir, "install", RELEASE, str(CHART), "-n", NAMESPACE, kubeconfig=cp.kubeconfig)
+    try:
+        helm(
+            bin_dir, "install", TEAM_B, str(CHART), "-n", TEAM_B, *sets_b,
+            kubeconfig=cp.kubeconfig,
+        )  # fmt: skip
+        roles = cp.kubectl("get", "clusterrole", "-o", "name").stdout.split()
+        kind = "clusterrole.rbac.authorization.k8s.io"
+        assert {f"{kind}/migplan-operator", f"{kind}/{TEAM_B}-migplan-operator"} <= set(roles)
+        node = gpu_node(
+            "team-b-1", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": TEAM_B}
+        )
+        cp.kubectl("apply", "-f", "-", stdin=json.dumps(node))
+        report_partition(cp, "team-b-1")
+        plans = [
+            {
+                "apiVersion": "migplan.io/v1alpha1",
+                "kind": "GPUPartitionPlan",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {
+                    "nodeSelector": {"matchLabels": {"migplan.io/pool": TEAM_B}},
+                    "demand": {"profiles": [{"resource": "nvidia.com/mig-3g.40gb", "count": 2}]},
+                    "dryRun": True,
+                },
+            }
+            for name, labels in (("b-plan", {"migplan.io/operator": TEAM_B}), ("other", {}))
+        ]
+        as_team_b = cp.service_account_kubeconfig(
+            namespace=TEAM_B, name=f"{TEAM_B}-migplan-operator"
+        )
+        with running_operator(
+            cp,
+            kubeconfig=as_team_b,
+            extra_args=("--plan-selector", f"migplan.io/operator={TEAM_B}"),
+        ):
+            cp.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(plans))
+            wait_for(
+                lambda: (
+                    json.loads(cp.kubectl("get", "gpp", "b-plan", "-o", "json").stdout)
+                    .get("status", {})
+                    .get("phase")
+                    == "Planned"
+                ),
+                "team b's operator to plan its plan",
+                90,
+            )
+            other = json.loads(cp.kubectl("get", "gpp", "other", "-o", "json").stdout)
+            assert "status" not in other
+    finally:
+        for release, namespace in ((TEAM_B, TEAM_B), (RELEASE, NAMESPACE)):
+            helm(bin_dir, "uninstall", release, "-n", namespace, "--wait", kubeconfig=cp.kubeconfig)
+        cp.kubectl("delete", "node", "team-b-1", "--wait=false", check=False)
+
+
+def test_name_overrides_rename_every_object(bin_dir: Path) -> None:
+    default = {key(o) for o in template(bin_dir)}
+    for values, prefix in (
+        (("fullnameOverride=gpu",), "gpu-"),
+        (("nameOverride=planner",), f"{RELEASE}-planner-"),
+    ):
+        renamed = template(bin_dir, *values)
+        named = [o for o in renamed if o["kind"] not in ("CustomResourceDefinition", "Namespace")]
+        assert named
+        assert all(o["metadata"]["name"].startswith(prefix) for o in named), [
+            o["metadata"]["name"] for o in named if not o["metadata"]["name"].startswith(prefix)
+        ]
+        assert not {key(o) for o in named} & default
+    assert helm_fails(bin_dir, "fullnameOverride=Not_A_Name")
+
+
 def helm_fails(bin_dir: Path, *values: str) -> str:
     sets = [arg for v in values for arg in ("--set", v)]
     ran = subprocess.run(

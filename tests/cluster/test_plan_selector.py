@@ -43,4 +43,3 @@ def test_each_operator_plans_only_the_plans_labelled_for_it(crds, operator_kubec
     finally:
         for fleet in fleets:
             fleet.stop()
-

@@ -11,5 +11,28 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "migplan.agentSubject" -}}
-system:serviceaccount:{{ .Values.agent.namespace }}:migplan-agent
+system:serviceaccount:{{ .Values.agent.namespace }}:{{ include "migplan.fullname" . }}-agent
+{{- end -}}
+
+{{/* The chart's name, or nameOverride. */}}
+{{- define "migplan.name" -}}
+{{ .Values.nameOverride | default .Chart.Name | trunc 38 | trimSuffix "-" }}
+{{- end -}}
+
+{{/*
+What every object's name starts with: fullnameOverride, else the release's name where it
+holds the chart's (release "migplan": "migplan", deploy/'s names), else release-name. At most
+38 characters, so that the longest suffix (-operator-auth-delegator) keeps a name within 63.
+*/}}
+{{- define "migplan.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{ .Values.fullnameOverride | trunc 38 | trimSuffix "-" }}
+{{- else -}}
+{{- $name := include "migplan.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{ .Release.Name | trunc 38 | trimSuffix "-" }}
+{{- else -}}
+{{ printf "%s-%s" .Release.Name $name | trunc 38 | trimSuffix "-" }}
+{{- end -}}
+{{- end -}}
 {{- end -}}
