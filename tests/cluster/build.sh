@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok), helm, Kueue's controller and the gang PodGroup CRDs from Go modules into a cache outside the
+# kubectl, kwok), helm, Kueue's controller, krew and the gang PodGroup CRDs from Go modules into a cache outside the
 # repository, keyed by version.
 #
 # Usage: tests/cluster/build.sh            # prints the bin directory on the last line
@@ -95,11 +95,19 @@ setup_kueue() {
 }
 ldflags_kueue() { echo "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$1"; }
 
+setup_krew() {
+  printf 'module migplan.local/krewbuild\ngo %s\nrequire sigs.k8s.io/krew %s\n' \
+    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
+}
+ldflags_krew() { echo "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$1"; }
+
 total_start=$SECONDS
 build_component etcd "$ETCD_VERSION" setup_etcd etcd=go.etcd.io/etcd/server/v3
 build_component kwok "$KWOK_VERSION" setup_kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 build_component helm "$HELM_VERSION" setup_helm helm=helm.sh/helm/v4/cmd/helm
 build_component kueue "$KUEUE_VERSION" setup_kueue kueue=sigs.k8s.io/kueue/cmd/kueue
+build_component krew "$KREW_VERSION" setup_krew kubectl-krew=sigs.k8s.io/krew/cmd/krew \
+  validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 build_component kubernetes "$KUBERNETES_VERSION" setup_kubernetes \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -183,6 +191,8 @@ ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
 ln -sf "$cache_root/kueue-$KUEUE_VERSION/bin/kueue" "$bin_dir/kueue"
 ln -sfn "$cache_root/kueue-$KUEUE_VERSION/crds" "$bin_dir/kueue-crds"
 ln -sfn "$gang_crds_dir" "$bin_dir/gang-crds"
+ln -sf "$cache_root/krew-$KREW_VERSION/bin/kubectl-krew" "$bin_dir/kubectl-krew"
+ln -sf "$cache_root/krew-$KREW_VERSION/bin/validate-krew-manifest" "$bin_dir/validate-krew-manifest"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   ln -sf "$cache_root/kubernetes-$KUBERNETES_VERSION/bin/$b" "$bin_dir/$b"
 done
