@@ -98,6 +98,14 @@ class Core:
             .items
         )
 
+    def list_deployments(self, *, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """Deployments in `namespace` matching `label_selector`, as plain dictionaries (the
+        CLI's `status -n` finds the operator a chart release runs there)."""
+        response = client.AppsV1Api(self.api).list_namespaced_deployment(
+            namespace, label_selector=label_selector, _preload_content=False
+        )
+        return list(json.loads(cast(Any, response).data)["items"])
+
     def list_pods(
         self, *, namespace: str, label_selector: str, node: str | None = None
     ) -> list[Any]:

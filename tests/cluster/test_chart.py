@@ -5,7 +5,9 @@ of its own, where the operator, running as the chart's ServiceAccount, plans a p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "migplan"
 RELEASE, NAMESPACE = "migplan", "migplan-system"
+MIGPLAN = str(Path(sys.executable).parent / "migplan")
 HELM_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart")
 EVERYTHING = (
     "gpuOperator.enabled=true",
@@ -320,6 +323,41 @@ def test_two_releases_install_side_by_side_and_each_operator_plans_its_own_plans
             )
             other = json.loads(cp.kubectl("get", "gpp", "other", "-o", "json").stdout)
             assert "status" not in other
+            # `migplan status -n`: the release's operator and only the plans it acts on.
+            env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
+            shown = subprocess.run(
+                [MIGPLAN, "status", "-n", TEAM_B],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+            assert shown.returncode == 0, shown.stderr
+            assert (
+                f"operator {TEAM_B}/{TEAM_B}-migplan-operator: 0/1 ready, acts on "
+                f"migplan.io/operator={TEAM_B}" in shown.stdout
+            )
+            assert "b-plan" in shown.stdout
+            assert "other" not in shown.stdout
+            listed = subprocess.run(
+                [MIGPLAN, "status", "-n", TEAM_B, "-o", "json"],
+                capture_output=True, text=True, env=env, check=False,
+            )  # fmt: skip
+            assert [p["name"] for p in json.loads(listed.stdout)] == ["b-plan"]
+            every = subprocess.run(
+                [MIGPLAN, "status", "-o", "json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+            assert [p["name"] for p in json.loads(every.stdout)] == ["b-plan", "other"]
+            nowhere = subprocess.run(
+                [MIGPLAN, "status", "-n", "kube-system"],
+                capture_output=True, text=True, env=env, check=False,
+            )  # fmt: skip
+            assert nowhere.returncode == 2
+            assert "no migplan operator in namespace 'kube-system'" in nowhere.stderr
     finally:
         for release, namespace in ((TEAM_B, TEAM_B), (RELEASE, NAMESPACE)):
             helm(bin_dir, "uninstall", release, "-n", namespace, "--wait", kubeconfig=cp.kubeconfig)
