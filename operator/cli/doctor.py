@@ -20,7 +20,6 @@ from migplan.operator.cli.context import (
 )
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.progress import StderrProgress
-from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
 from migplan.operator.preflight.screen import inventory_facts
 from migplan.planner.api.spec import Actuator
@@ -77,7 +76,7 @@ def doctor(
     inventory file, where only the node labels can be checked. Exits 1 when a finding
     blocks (the operator would refuse to change that node), 0 otherwise.
     """
-    settings = GpuOperatorSettings(
+    settings = gpu.settings(
         namespace=gpu_operator_namespace,
         strategy_label=mig_strategy_label,
         device_plugin=device_plugin_selector,

@@ -6,6 +6,7 @@ import typer
 import yaml
 
 from migplan.operator.cli import began
+from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import ClusterOpt, ContextOpt, KubeconfigOpt, PlanFileArg, state
 from migplan.operator.cli.files import load_plan_manifest, shown
 from migplan.operator.cli.preview import input_inventory
@@ -25,6 +26,12 @@ def mig_parted(
     cluster: ClusterOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
+    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
+    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
+    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
+    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
+    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
 ) -> None:
     """Print the plan as a mig-parted config (version v1): one mig-configs entry per node,
     named migplan-<node>, that `nvidia-mig-parted apply -f FILE -c migplan-<node>` accepts.
@@ -43,7 +50,19 @@ def mig_parted(
         manifest = manifest.model_copy(update={"spec": spec})
         progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
         inventory = input_inventory(
-            cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
+            cluster,
+            kubeconfig,
+            cli.catalog,
+            manifest=manifest,
+            context=context,
+            gpu_operator=gpu.settings(
+                namespace=gpu_operator_namespace,
+                strategy_label=mig_strategy_label,
+                device_plugin=device_plugin_selector,
+                feature_discovery=gfd_selector,
+                dcgm_exporter=dcgm_exporter_selector,
+                mig_manager=mig_manager_selector,
+            ),
         )
         plan = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started).plan
     evicted = sorted({pod for gpu in plan.gpus for pod in gpu.evict})

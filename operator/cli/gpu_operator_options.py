@@ -70,3 +70,23 @@ DEFAULT_DEVICE_PLUGIN = _DEFAULTS.device_plugin
 DEFAULT_FEATURE_DISCOVERY = _DEFAULTS.feature_discovery
 DEFAULT_DCGM_EXPORTER = _DEFAULTS.dcgm_exporter
 DEFAULT_MIG_MANAGER = _DEFAULTS.mig_manager
+
+
+def settings(
+    *,
+    namespace: str,
+    strategy_label: str,
+    device_plugin: str,
+    feature_discovery: str,
+    dcgm_exporter: str,
+    mig_manager: str,
+) -> GpuOperatorSettings:
+    """The settings the options above give (every command that takes them builds them so)."""
+    return GpuOperatorSettings(
+        namespace=namespace,
+        strategy_label=strategy_label,
+        device_plugin=device_plugin,
+        feature_discovery=feature_discovery,
+        dcgm_exporter=dcgm_exporter,
+        mig_manager=mig_manager,
+    )

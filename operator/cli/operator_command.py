@@ -14,7 +14,6 @@ import typer
 
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt
-from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.planner.api.spec import Actuator
 from migplan.planner.errors import MigplanInputError
 
@@ -161,7 +160,7 @@ def operator(
         priority=priority,
         mig_config_map=(namespace, config_map),
         mig_config_propagation=mig_config_propagation,
-        gpu_operator=GpuOperatorSettings(
+        gpu_operator=gpu.settings(
             namespace=gpu_operator_namespace,
             strategy_label=mig_strategy_label,
             device_plugin=device_plugin_selector,

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from migplan.operator.cli import began
+from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import (
     ClusterOpt,
     ContextOpt,
@@ -236,11 +237,14 @@ def input_inventory(
     *,
     manifest: GPUPartitionPlan,
     context: str | None = None,
+    gpu_operator: GpuOperatorSettings | None = None,
 ) -> Inventory:
     """What `manifest` may change, as the operator would see it: the inventory from
     `cluster` (a file, checked whole: a broken GPU on a node the plan does not select is
-    still a broken file) or the live cluster, less the nodes preflight refuses (named on
-    stderr)."""
+    still a broken file) or the live cluster (the GPU Operator's pods found as
+    `gpu_operator` says, as the operator is told), less the nodes preflight refuses (named
+    on stderr)."""
+    settings = gpu_operator or GpuOperatorSettings()
     if cluster is None:
         # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
         from migplan.operator.preflight.facts import live_facts  # noqa: PLC0415
@@ -249,12 +253,12 @@ def input_inventory(
         inventory = snapshot.inventory
         selector = manifest.spec.node_selector
         nodes = [n.name for n in inventory.nodes if selector.matches(n.labels)]
-        facts = live_facts(api, settings=GpuOperatorSettings(), nodes=nodes)
+        facts = live_facts(api, settings=settings, nodes=nodes)
     else:
         inventory = load_inventory(cluster)
         resolve_inventory(inventory, catalog)
         facts = inventory_facts(inventory)
-    screened = screen(inventory, facts, manifest=manifest)
+    screened = screen(inventory, facts, manifest=manifest, settings=settings)
     for node, why in sorted(screened.refused.items()):
         typer.echo(f"migplan: warning: node {node} left out: preflight: {why}", err=True)
     return screened.inventory
@@ -312,6 +316,12 @@ def preview(
             show_default=False,
         ),
     ] = None,
+    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
+    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
+    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
+    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
+    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
+    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
 
@@ -326,7 +336,19 @@ def preview(
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
         inventory = input_inventory(
-            cluster, kubeconfig, cli.catalog, manifest=manifest, context=context
+            cluster,
+            kubeconfig,
+            cli.catalog,
+            manifest=manifest,
+            context=context,
+            gpu_operator=gpu.settings(
+                namespace=gpu_operator_namespace,
+                strategy_label=mig_strategy_label,
+                device_plugin=device_plugin_selector,
+                feature_discovery=gfd_selector,
+                dcgm_exporter=dcgm_exporter_selector,
+                mig_manager=mig_manager_selector,
+            ),
         )
         # The inputs live until the command exits: spare the cyclic collector re-scanning
         # them (about 0.4 s on 8,000 GPUs).

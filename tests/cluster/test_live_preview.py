@@ -99,3 +99,26 @@ def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> No
         doc["solver"].pop("buildSeconds")
         doc["solver"].pop("stages")
     assert offline == live
+
+
+def test_preview_finds_the_gpu_operator_as_it_is_told(crds, tmp_path, capsys) -> None:
+    """The GPU Operator settings the operator takes (here the label GFD's MIG strategy is
+    read from) are preview's too, so both leave out the same nodes."""
+    cp = crds
+    node = gpu_node("strat-1", product="NVIDIA-H100-80GB-HBM3", labels={"migplan.io/pool": "strat"})
+    node["metadata"]["labels"]["example.com/mig.strategy"] = "single"
+    cp.kubectl("apply", "-f", "-", stdin=json.dumps(node))
+    report_partition(cp, "strat-1")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.replace("live-pool", "strat-pool").replace("pool: live", "pool: strat"))
+    kubeconfig = str(cp.kubeconfig)
+    assert run(["preview", str(plan), "--kubeconfig", kubeconfig, "-o", "json"]) == 0
+    _, err = capsys.readouterr()
+    assert "strat-1 left out" not in err
+    told = ["--mig-strategy-label", "example.com/mig.strategy"]
+    assert run(["preview", str(plan), "--kubeconfig", kubeconfig, "-o", "json", *told]) == 0
+    out, err = capsys.readouterr()
+    assert "node strat-1 left out: preflight: MIG strategy single" in err
+    assert json.loads(out)["gpus"] == []
+    assert run(["export", "mig-parted", str(plan), "--kubeconfig", kubeconfig, *told]) == 0
+    assert "node strat-1 left out: preflight: MIG strategy single" in capsys.readouterr().err
