@@ -88,6 +88,8 @@ def without_install_labels(obj: dict) -> dict:
 def test_chart_lints(bin_dir: Path) -> None:
     helm(bin_dir, "lint", "--strict", str(CHART))
     helm(bin_dir, "lint", "--strict", str(CHART), *(a for v in EVERYTHING for a in ("--set", v)))
+    for values in (TEAM_B_VALUES, ("fullnameOverride=gpu", "nameOverride=planner")):
+        helm(bin_dir, "lint", "--strict", str(CHART), *(a for v in values for a in ("--set", v)))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
