@@ -98,8 +98,18 @@ class Row:
     never_worse: bool = True
 
 
-def family(quick: bool) -> list[Scenario]:
-    """The scenarios, smallest first."""
+LARGEST = 5000
+"""Nodes in the largest cluster Kubernetes supports (40,000 GPUs here): `--largest` alone."""
+
+
+def family(quick: bool, largest: bool = False) -> list[Scenario]:
+    """The scenarios, smallest first; with `largest`, only the 5,000-node fleets."""
+    if largest:
+        return [
+            Scenario(f"{LARGEST} nodes, {policy}, {demand}-demand", LARGEST, policy, pods)
+            for demand, pods in (("over", 12), ("under", 3))
+            for policy in ("none", "evict")
+        ]
     sizes = (50, 250) if quick else (50, 250, 1000)
     cases = [
         Scenario(f"{n} nodes, {policy}, {demand}-demand", n, policy, pods)
@@ -260,6 +270,12 @@ def print_table(rows: list[Row]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 and 250 nodes only")
+    parser.add_argument(
+        "--largest",
+        action="store_true",
+        help=f"only the {LARGEST:,}-node fleets (the largest cluster Kubernetes supports; "
+        "use with --json-inventory, as a tool reading that many nodes would)",
+    )
     parser.add_argument("--json", type=Path, default=Path("bench/results/fragmented.json"))
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument(
@@ -279,7 +295,7 @@ def main() -> None:
         env["PYTHONPATH"] = args.cli_pythonpath
     rows = []
     with tempfile.TemporaryDirectory(prefix="migplan-bench-") as tmp:
-        for case in family(args.quick):
+        for case in family(args.quick, args.largest):
             if args.only and args.only not in case.name:
                 continue
             row = measure(case, Path(tmp), env, args.time_limit, args.json_inventory)
