@@ -5,7 +5,7 @@ The same function serves the offline preview and the operator, so both see ident
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
@@ -60,12 +60,17 @@ def plan_fleet(
     *,
     progress: Callable[[str], None] | None = None,
     started: float | None = None,
+    resolved: Sequence[GpuState] | None = None,
 ) -> PlanOutcome:
     """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
 
     `spec.solver.timeLimitSeconds` counts from `started` (time.monotonic()) when given: the
     moment the caller began the pass, reading its inputs included, so a preview returns about
     when the limit says; from this call otherwise.
+
+    `resolved`: every GPU of `inventory` as `resolve_inventory` gave it, where the caller has
+    checked the whole inventory already (the CLI checks a whole file): the covered nodes'
+    GPUs are taken from it rather than resolved again (0.6 s on 40,000 GPUs).
 
     The mig-manager actuator rebuilds whole GPUs, so the policy is tightened to say so.
     Raises MigplanInputError for bad inputs and InvalidPlanError if the plan fails validation
@@ -77,7 +82,11 @@ def plan_fleet(
     if spec.actuator is Actuator.MIG_MANAGER and not policy.whole_gpu_rebuild:
         policy = policy.model_copy(update={"whole_gpu_rebuild": True})
     scope = covered(inventory, manifest)
-    gpus = resolve_inventory(scope, catalog)
+    if resolved is None:
+        gpus = resolve_inventory(scope, catalog)
+    else:
+        names = {node.name for node in scope.nodes}
+        gpus = [gpu for gpu in resolved if gpu.node in names]
     demand = build_demand(spec.demand, scope, plan=manifest.metadata.name)
     result = solve(
         gpus,

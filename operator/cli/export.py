@@ -49,7 +49,7 @@ def mig_parted(
         )
         manifest = manifest.model_copy(update={"spec": spec})
         progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
-        inventory = input_inventory(
+        found = input_inventory(
             cluster,
             kubeconfig,
             cli.catalog,
@@ -64,7 +64,14 @@ def mig_parted(
                 mig_manager=mig_manager_selector,
             ),
         )
-        plan = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started).plan
+        plan = plan_fleet(
+            manifest,
+            found.inventory,
+            cli.catalog,
+            progress=progress,
+            started=started,
+            resolved=found.gpus,
+        ).plan
     evicted = sorted({pod for gpu in plan.gpus for pod in gpu.evict})
     if not plan.gpus:
         typer.echo(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -35,7 +36,7 @@ from migplan.operator.cli.pictures import LEGEND, slice_bar_text
 from migplan.operator.cli.progress import StderrProgress
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.screen import inventory_facts, screen
-from migplan.planner.api.inventory import Inventory, resolve_inventory
+from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
 from migplan.planner.api.spec import GPUPartitionPlan
 from migplan.planner.export.render import marks_of, steps_of
 from migplan.planner.hardware.catalog import Catalog
@@ -230,6 +231,15 @@ def live_inventory(
     return _live(kubeconfig, catalog, context=context)[1].inventory
 
 
+@dataclass(frozen=True)
+class Input:
+    """The inventory a command plans on and, read from a file, its GPUs already checked
+    (`plan_fleet(resolved=...)` takes them rather than checking them again)."""
+
+    inventory: Inventory
+    gpus: list[GpuState] | None = None
+
+
 def input_inventory(
     cluster: Path | None,
     kubeconfig: str | None,
@@ -238,13 +248,14 @@ def input_inventory(
     manifest: GPUPartitionPlan,
     context: str | None = None,
     gpu_operator: GpuOperatorSettings | None = None,
-) -> Inventory:
+) -> Input:
     """What `manifest` may change, as the operator would see it: the inventory from
     `cluster` (a file, checked whole: a broken GPU on a node the plan does not select is
     still a broken file) or the live cluster (the GPU Operator's pods found as
     `gpu_operator` says, as the operator is told), less the nodes preflight refuses (named
     on stderr)."""
     settings = gpu_operator or GpuOperatorSettings()
+    gpus = None
     if cluster is None:
         # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
         from migplan.operator.preflight.facts import live_facts  # noqa: PLC0415
@@ -256,12 +267,12 @@ def input_inventory(
         facts = live_facts(api, settings=settings, nodes=nodes)
     else:
         inventory = load_inventory(cluster)
-        resolve_inventory(inventory, catalog)
+        gpus = resolve_inventory(inventory, catalog)
         facts = inventory_facts(inventory)
     screened = screen(inventory, facts, manifest=manifest, settings=settings)
     for node, why in sorted(screened.refused.items()):
         typer.echo(f"migplan: warning: node {node} left out: preflight: {why}", err=True)
-    return screened.inventory
+    return Input(screened.inventory, gpus)
 
 
 def inventory(
@@ -335,7 +346,7 @@ def preview(
         progress(f"reading {shown(plan_file)}")
         manifest = load_plan_manifest(plan_file)
         progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
-        inventory = input_inventory(
+        found = input_inventory(
             cluster,
             kubeconfig,
             cli.catalog,
@@ -354,7 +365,14 @@ def preview(
         # them (about 0.4 s on 8,000 GPUs).
         gc.freeze()
         progress("checking the inventory")
-        outcome = plan_fleet(manifest, inventory, cli.catalog, progress=progress, started=started)
+        outcome = plan_fleet(
+            manifest,
+            found.inventory,
+            cli.catalog,
+            progress=progress,
+            started=started,
+            resolved=found.gpus,
+        )
         progress("writing the plan")
     if html is not None:
         write_atomically(

@@ -265,6 +265,7 @@ def _solve_demand_first(
         demand=pm.demand,
         policy=pm.policy,
         per_node=pm.per_node,
+        groups=pm.groups,
     ).build()
     in_small = _Starts(small, starts.gpus, starts.demand, starts.ranked)
     first = run(small, in_small.first_allowed(starts.ranked)[1], STAGES[:1])
@@ -355,7 +356,12 @@ def _without_evictions(
     profiles = sorted(_relevant_profiles([], pm.demand, policy))
     pools = build_pools(pm.classes, profiles=profiles, policy=policy, per_node=pm.per_node)
     narrow = PlanningModel(
-        classes=pm.classes, pools=pools, demand=pm.demand, policy=policy, per_node=pm.per_node
+        classes=pm.classes,
+        pools=pools,
+        demand=pm.demand,
+        policy=policy,
+        per_node=pm.per_node,
+        groups=pm.groups,
     )
     narrow.build()
     narrow.model.add(narrow.weighted_met() == met if met_proven else narrow.weighted_met() >= met)

@@ -95,6 +95,9 @@ class PlanningModel:
     gang_on: dict[str, cp_model.IntVar] = field(default_factory=dict)
     """Per gang: whether it is met (all its items at their minimum or more)."""
     groups: list[NodeGroup] = field(default_factory=list)
+    """Node groups of `classes` (`node_groups`); computed by `build` unless given, so the
+    models of one pass over the same classes group the nodes once (0.3 s per model on
+    40,000 GPUs)."""
     touched: list[cp_model.IntVar] = field(default_factory=list)
     moved: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
     pins: Counter[str] = field(default_factory=Counter)
@@ -146,7 +149,8 @@ class PlanningModel:
             self.take.append(row)
 
     def _node_groups(self) -> None:
-        self.groups = node_groups(self.classes)
+        if not self.groups:
+            self.groups = node_groups(self.classes)
         moved_by_class: dict[int, list[cp_model.IntVar]] = {}
         for g, group in enumerate(self.groups):
             movable = [(c, n) for c, n in group.per_node if self.changed[c] is not None]
