@@ -20,6 +20,7 @@ from migplan.operator.cli.context import (
 )
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.operator.cli.progress import StderrProgress
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.checks import Finding, Severity, preflight, summary
 from migplan.operator.preflight.screen import inventory_facts
 from migplan.planner.api.spec import Actuator
@@ -32,6 +33,7 @@ STYLE = {
 }
 
 
+@gpu.with_gpu_operator
 def doctor(
     cluster: ClusterOpt = None,
     plan: Annotated[
@@ -57,12 +59,7 @@ def doctor(
     ] = OutputFormat.TEXT,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
-    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
-    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
-    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
-    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
-    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
-    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
+    gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Check that migplan's changes will take effect, without changing anything.
 
@@ -76,14 +73,7 @@ def doctor(
     inventory file, where only the node labels can be checked. Exits 1 when a finding
     blocks (the operator would refuse to change that node), 0 otherwise.
     """
-    settings = gpu.settings(
-        namespace=gpu_operator_namespace,
-        strategy_label=mig_strategy_label,
-        device_plugin=device_plugin_selector,
-        feature_discovery=gfd_selector,
-        dcgm_exporter=dcgm_exporter_selector,
-        mig_manager=mig_manager_selector,
-    )
+    settings = gpu_operator
     manifest = load_plan_manifest(plan) if plan is not None else None
     chosen = actuator or (manifest.spec.actuator if manifest else None) or Actuator.AGENT
     with StderrProgress() as progress:

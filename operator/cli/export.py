@@ -9,10 +9,10 @@ from migplan.operator.cli import began
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import ClusterOpt, ContextOpt, KubeconfigOpt, PlanFileArg, state
 from migplan.operator.cli.files import load_plan_manifest, shown
-from migplan.operator.cli.preview import input_inventory
+from migplan.operator.cli.preview import Source, plan_input
 from migplan.operator.cli.progress import StderrProgress
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.planner.export.migparted import mig_parted_config
-from migplan.planner.pipeline import plan_fleet
 
 app = typer.Typer(
     help="Write a plan in another tool's format.", no_args_is_help=True, add_completion=False
@@ -20,18 +20,14 @@ app = typer.Typer(
 
 
 @app.command("mig-parted")
+@gpu.with_gpu_operator
 def mig_parted(
     ctx: typer.Context,
     plan_file: PlanFileArg,
     cluster: ClusterOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
-    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
-    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
-    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
-    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
-    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
-    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
+    gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Print the plan as a mig-parted config (version v1): one mig-configs entry per node,
     named migplan-<node>, that `nvidia-mig-parted apply -f FILE -c migplan-<node>` accepts.
@@ -48,29 +44,11 @@ def mig_parted(
             update={"policy": manifest.spec.policy.model_copy(update={"whole_gpu_rebuild": True})}
         )
         manifest = manifest.model_copy(update={"spec": spec})
-        progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
-        found = input_inventory(
-            cluster,
-            kubeconfig,
-            cli.catalog,
-            manifest=manifest,
-            context=context,
-            gpu_operator=gpu.settings(
-                namespace=gpu_operator_namespace,
-                strategy_label=mig_strategy_label,
-                device_plugin=device_plugin_selector,
-                feature_discovery=gfd_selector,
-                dcgm_exporter=dcgm_exporter_selector,
-                mig_manager=mig_manager_selector,
-            ),
+        source = Source(
+            cluster=cluster, kubeconfig=kubeconfig, context=context, gpu_operator=gpu_operator
         )
-        plan = plan_fleet(
-            manifest,
-            found.inventory,
-            cli.catalog,
-            progress=progress,
-            started=started,
-            resolved=found.gpus,
+        plan = plan_input(
+            manifest, source, catalog=cli.catalog, progress=progress, started=started
         ).plan
     evicted = sorted({pod for gpu in plan.gpus for pod in gpu.evict})
     if not plan.gpus:

@@ -14,6 +14,7 @@ import typer
 
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt
+from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.planner.api.spec import Actuator
 from migplan.planner.errors import MigplanInputError
 
@@ -27,6 +28,7 @@ class MetricsAuth(StrEnum):
     kubernetes = "kubernetes"
 
 
+@gpu.with_gpu_operator
 def operator(
     kubeconfig: KubeconfigOpt = None,
     liveness: Annotated[
@@ -118,12 +120,7 @@ def operator(
             "all of them.",
         ),
     ] = "",
-    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
-    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
-    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
-    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
-    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
-    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
+    gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Run the operator: plan every GPUPartitionPlan, and roll non-dry-run plans out.
 
@@ -160,14 +157,7 @@ def operator(
         priority=priority,
         mig_config_map=(namespace, config_map),
         mig_config_propagation=mig_config_propagation,
-        gpu_operator=gpu.settings(
-            namespace=gpu_operator_namespace,
-            strategy_label=mig_strategy_label,
-            device_plugin=device_plugin_selector,
-            feature_discovery=gfd_selector,
-            dcgm_exporter=dcgm_exporter_selector,
-            mig_manager=mig_manager_selector,
-        ),
+        gpu_operator=gpu_operator,
     )
     if leader_elect:
         handlers.elect_leader(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -247,14 +248,14 @@ def input_inventory(
     *,
     manifest: GPUPartitionPlan,
     context: str | None = None,
-    gpu_operator: GpuOperatorSettings | None = None,
+    gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> Input:
     """What `manifest` may change, as the operator would see it: the inventory from
     `cluster` (a file, checked whole: a broken GPU on a node the plan does not select is
     still a broken file) or the live cluster (the GPU Operator's pods found as
     `gpu_operator` says, as the operator is told), less the nodes preflight refuses (named
     on stderr)."""
-    settings = gpu_operator or GpuOperatorSettings()
+    settings = gpu_operator
     gpus = None
     if cluster is None:
         # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
@@ -273,6 +274,51 @@ def input_inventory(
     for node, why in sorted(screened.refused.items()):
         typer.echo(f"migplan: warning: node {node} left out: preflight: {why}", err=True)
     return Input(screened.inventory, gpus)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a command reads the cluster: an inventory file, else the live cluster of the
+    kubeconfig (its context), with the GPU Operator found as the options say."""
+
+    cluster: Path | None
+    kubeconfig: str | None
+    context: str | None
+    gpu_operator: GpuOperatorSettings
+
+
+def plan_input(
+    manifest: GPUPartitionPlan,
+    source: Source,
+    *,
+    catalog: Catalog,
+    progress: Callable[[str], None],
+    started: float,
+) -> PlanOutcome:
+    """Plan `manifest` on the inventory `source` gives, screened as the operator screens it
+    (what preview and export do alike)."""
+    cluster = source.cluster
+    progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
+    found = input_inventory(
+        cluster,
+        source.kubeconfig,
+        catalog,
+        manifest=manifest,
+        context=source.context,
+        gpu_operator=source.gpu_operator,
+    )
+    # The inputs live until the command exits: spare the cyclic collector re-scanning them
+    # (about 0.4 s on 8,000 GPUs).
+    gc.freeze()
+    progress("checking the inventory")
+    return plan_fleet(
+        manifest,
+        found.inventory,
+        catalog,
+        progress=progress,
+        started=started,
+        resolved=found.gpus,
+    )
 
 
 def inventory(
@@ -301,6 +347,7 @@ def inventory(
         typer.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
 
 
+@gpu.with_gpu_operator
 def preview(
     ctx: typer.Context,
     plan_file: PlanFileArg,
@@ -327,12 +374,7 @@ def preview(
             show_default=False,
         ),
     ] = None,
-    gpu_operator_namespace: gpu.NamespaceOpt = gpu.DEFAULT_NAMESPACE,
-    mig_strategy_label: gpu.StrategyLabelOpt = gpu.DEFAULT_STRATEGY_LABEL,
-    device_plugin_selector: gpu.DevicePluginOpt = gpu.DEFAULT_DEVICE_PLUGIN,
-    gfd_selector: gpu.FeatureDiscoveryOpt = gpu.DEFAULT_FEATURE_DISCOVERY,
-    dcgm_exporter_selector: gpu.DcgmExporterOpt = gpu.DEFAULT_DCGM_EXPORTER,
-    mig_manager_selector: gpu.MigManagerOpt = gpu.DEFAULT_MIG_MANAGER,
+    gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
 
@@ -345,33 +387,14 @@ def preview(
     with StderrProgress() as progress:
         progress(f"reading {shown(plan_file)}")
         manifest = load_plan_manifest(plan_file)
-        progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
-        found = input_inventory(
-            cluster,
-            kubeconfig,
-            cli.catalog,
-            manifest=manifest,
-            context=context,
-            gpu_operator=gpu.settings(
-                namespace=gpu_operator_namespace,
-                strategy_label=mig_strategy_label,
-                device_plugin=device_plugin_selector,
-                feature_discovery=gfd_selector,
-                dcgm_exporter=dcgm_exporter_selector,
-                mig_manager=mig_manager_selector,
-            ),
-        )
-        # The inputs live until the command exits: spare the cyclic collector re-scanning
-        # them (about 0.4 s on 8,000 GPUs).
-        gc.freeze()
-        progress("checking the inventory")
-        outcome = plan_fleet(
+        outcome = plan_input(
             manifest,
-            found.inventory,
-            cli.catalog,
+            Source(
+                cluster=cluster, kubeconfig=kubeconfig, context=context, gpu_operator=gpu_operator
+            ),
+            catalog=cli.catalog,
             progress=progress,
             started=started,
-            resolved=found.gpus,
         )
         progress("writing the plan")
     if html is not None:
