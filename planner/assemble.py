@@ -24,7 +24,13 @@ from migplan.planner.allocation import (
     take_scattered,
 )
 from migplan.planner.api.inventory import GpuState
-from migplan.planner.demand import DemandItem, DemandKind, gang_met, gangs_of
+from migplan.planner.demand import (
+    DemandItem,
+    DemandKind,
+    gang_met,
+    gangs_of,
+    is_workload_gang,
+)
 from migplan.planner.diff import operations, removed_instances
 from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import (
@@ -227,7 +233,7 @@ def assemble_plan(
             ),
             pods=item.pods,
             gang=item.gang or None,
-            min_count=item.minimum if item.gang.startswith("Workload ") else None,
+            min_count=item.minimum if is_workload_gang(item.gang) else None,
         )
         for item, got, served in zip(demand, allocation.met, allocation.served, strict=True)
     )

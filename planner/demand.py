@@ -206,6 +206,20 @@ def gang_key(gang: Gang | None) -> str:
     return f"{gang.kind} {gang.namespace}/{gang.name}" if gang else ""
 
 
+WORKLOAD = "Workload"
+"""The kind in the key of a Kueue Workload's gang (`Workload ml/job-a`)."""
+
+
+def workload_gang(namespace_name: str) -> str:
+    """How demand names the gang of the Kueue Workload `namespace/name`."""
+    return f"{WORKLOAD} {namespace_name}"
+
+
+def is_workload_gang(key: str) -> bool:
+    """Whether gang `key` is a Kueue Workload's (whose pod sets may have a minCount)."""
+    return key.startswith(f"{WORKLOAD} ")
+
+
 def _namespace_labels(inventory: Inventory, namespace: str) -> dict[str, str]:
     """A namespace's labels as a namespace selector sees them (its name label included)."""
     return {"kubernetes.io/metadata.name": namespace, **inventory.namespaces.get(namespace, {})}
@@ -251,7 +265,7 @@ def workload_demand(spec: DemandSpec, inventory: Inventory, *, plan: str) -> lis
         for (pod_set, parts), least in zip(sets, minima, strict=True):
             item = _item(parts, pod_set.count, priority, (who,))
             items.append(
-                replace(item, gang=f"Workload {who}", minimum=least, gang_minimum=sum(minima))
+                replace(item, gang=workload_gang(who), minimum=least, gang_minimum=sum(minima))
             )
     return items
 

@@ -26,7 +26,7 @@ from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import migplan_checks, waiting_check
 from migplan.planner.api.inventory import PendingWorkload
 from migplan.planner.api.spec import PlanPhase
-from migplan.planner.demand import pod_parts
+from migplan.planner.demand import pod_parts, workload_gang
 from migplan.planner.plan import Plan
 
 log = structlog.get_logger("migplan.operator")
@@ -66,7 +66,7 @@ def planned_verdicts(
                 "reason": f"no GPU this plan covers offers {', '.join(missing)}",
             }
             continue
-        gang = next((g for g in plan.gangs if g.name == f"Workload {key}"), None)
+        gang = next((g for g in plan.gangs if g.name == workload_gang(key)), None)
         if gang is not None:
             # All or nothing, with the pod sets' minCount: Kueue admits the Workload whole.
             verdicts[key] = {"met": gang.admitted, "reason": gang.reason or ""}
