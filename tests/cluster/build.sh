@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok), helm, Kueue's controller, krew and the gang PodGroup CRDs from Go modules into a cache outside the
+# kubectl, kwok), helm, Kueue's controller, Karpenter's kwok provider, krew and the gang
+# PodGroup CRDs from Go modules into a cache outside the
 # repository, keyed by version.
 #
 # Usage: tests/cluster/build.sh            # prints the bin directory on the last line
@@ -101,11 +102,19 @@ setup_krew() {
 }
 ldflags_krew() { echo "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$1"; }
 
+setup_karpenter() {
+  printf 'module migplan.local/karpenterbuild\ngo %s\nrequire sigs.k8s.io/karpenter %s\n' \
+    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
+}
+ldflags_karpenter() { echo "-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=$1"; }
+
 total_start=$SECONDS
 build_component etcd "$ETCD_VERSION" setup_etcd etcd=go.etcd.io/etcd/server/v3
 build_component kwok "$KWOK_VERSION" setup_kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 build_component helm "$HELM_VERSION" setup_helm helm=helm.sh/helm/v4/cmd/helm
 build_component kueue "$KUEUE_VERSION" setup_kueue kueue=sigs.k8s.io/kueue/cmd/kueue
+build_component karpenter "$KARPENTER_VERSION" setup_karpenter \
+  karpenter-kwok=sigs.k8s.io/karpenter/kwok
 build_component krew "$KREW_VERSION" setup_krew kubectl-krew=sigs.k8s.io/krew/cmd/krew \
   validate-krew-manifest=sigs.k8s.io/krew/cmd/validate-krew-manifest
 build_component kubernetes "$KUBERNETES_VERSION" setup_kubernetes \
@@ -180,6 +189,18 @@ gang_crds() {
 }
 gang_crds_dir=$(gang_crds)
 
+# Karpenter's CRDs (NodePool, NodeClaim, NodeOverlay) and its kwok provider's KWOKNodeClass,
+# from the module its controller was built from.
+copy_karpenter_crds() {
+  local dest="$cache_root/karpenter-$KARPENTER_VERSION/crds" dir
+  [[ -f "$dest/karpenter.sh_nodepools.yaml" ]] && return
+  dir=$(cd "$cache_root/karpenter-$KARPENTER_VERSION/src" &&
+    go mod download -json "sigs.k8s.io/karpenter@$KARPENTER_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  mkdir -p "$dest"
+  cp "$dir"/kwok/charts/crds/*.yaml "$dir"/kwok/apis/crds/*.yaml "$dest/"
+}
+copy_karpenter_crds
+
 # One directory with every binary under its usual name.
 mkdir -p "$bin_dir"
 ln -sf "$cache_root/etcd-$ETCD_VERSION/bin/etcd" "$bin_dir/etcd"
@@ -191,6 +212,8 @@ ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
 ln -sf "$cache_root/kueue-$KUEUE_VERSION/bin/kueue" "$bin_dir/kueue"
 ln -sfn "$cache_root/kueue-$KUEUE_VERSION/crds" "$bin_dir/kueue-crds"
 ln -sfn "$gang_crds_dir" "$bin_dir/gang-crds"
+ln -sf "$cache_root/karpenter-$KARPENTER_VERSION/bin/karpenter-kwok" "$bin_dir/karpenter-kwok"
+ln -sfn "$cache_root/karpenter-$KARPENTER_VERSION/crds" "$bin_dir/karpenter-crds"
 ln -sf "$cache_root/krew-$KREW_VERSION/bin/kubectl-krew" "$bin_dir/kubectl-krew"
 ln -sf "$cache_root/krew-$KREW_VERSION/bin/validate-krew-manifest" "$bin_dir/validate-krew-manifest"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do

@@ -483,6 +483,45 @@ class ControlPlane:
             "the gang PodGroup CRDs established",
         )  # fmt: skip
 
+    def start_karpenter(self, *, instance_types: Path) -> None:
+        """Karpenter with its kwok cloud provider (built by build.sh) against this cluster,
+        with its CRDs: the nodes it launches are kwok nodes of the types in `instance_types`
+        (Karpenter's kwok instance-types JSON), which this cluster's kwok runs."""
+        if any(p.name == "karpenter" for p in self.processes):
+            return
+        crds = (self.bin_dir / "karpenter-crds").resolve()  # kubectl reads no symlinked folder
+        self.kubectl("apply", "--server-side", "-f", str(crds))
+        kinds = (
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "kwoknodeclasses.karpenter.kwok.sh",
+        )
+        self._wait(
+            lambda: all(
+                "True"
+                in self.kubectl(
+                    "get", "crd", kind, "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+                    check=False,
+                ).stdout
+                for kind in kinds
+            ),
+            "Karpenter's CRDs established",
+        )  # fmt: skip
+        health = _free_port()
+        env = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "DISABLE_LEADER_ELECTION": "true",
+            "METRICS_PORT": str(_free_port()),
+            "HEALTH_PROBE_PORT": str(health),
+            "INSTANCE_TYPES_FILE_PATH": str(instance_types),
+            "SYSTEM_NAMESPACE": "kube-system",
+            "BATCH_MAX_DURATION": "2s",
+            "BATCH_IDLE_DURATION": "1s",
+        }
+        self._spawn("karpenter", ["karpenter-kwok"], env=env)
+        self._wait_http(f"http://127.0.0.1:{health}/readyz", "Karpenter's controller")
+
     def start_kueue(self) -> None:
         """Kueue's controller (built by build.sh) against this cluster, with its CRDs.
 
