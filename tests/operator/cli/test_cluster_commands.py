@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from migplan.operator.cli import cluster_commands
 from migplan.operator.cli.app import run
 
 
@@ -28,3 +29,14 @@ def test_help_explains_the_commands(capsys) -> None:
     out = capsys.readouterr().out
     assert "node by node" in out
     assert "Evicting" in out
+
+
+def test_an_operators_plan_selector_is_read_from_either_flag_form() -> None:
+    assert cluster_commands._flag(["operator", "--plan-selector=team=a"], "--plan-selector") == (
+        "team=a"
+    )
+    assert cluster_commands._flag(["operator", "--plan-selector", "team=b"], "--plan-selector") == (
+        "team=b"
+    )
+    assert cluster_commands._flag(["operator", "--plan-selector"], "--plan-selector") is None
+    assert cluster_commands._flag(["operator", "--tick=1"], "--plan-selector") is None

@@ -17,7 +17,7 @@ import pytest
 from migplan.operator.cli import nvml_info
 from migplan.operator.cli.app import run
 from migplan.operator.nvml.emulator import FakeNvml
-from migplan.operator.nvml.trace import TracedCall
+from migplan.operator.nvml.trace import TracedCall, traced_pynvml
 
 EVIDENCE = Path(__file__).parents[3] / "profiles" / "evidence"
 TRACES = sorted(EVIDENCE.glob("*.trace.json"))
@@ -61,3 +61,29 @@ def test_the_emulator_answers_each_call_as_the_gpu_did(
     for n, (ours, theirs) in enumerate(zip(emulated, real, strict=False)):
         assert ours == theirs, f"call {n}: emulator {ours}, GPU {theirs}"
     assert len(emulated) == len(real)
+
+
+def test_a_trace_records_each_call_and_an_entry_point_the_library_lacks() -> None:
+    fake = FakeNvml(["H100-80GB"], mig=False)
+    binding, recorder = traced_pynvml(fake.library)
+    binding.nvmlInit()
+    handle = binding.nvmlDeviceGetHandleByIndex(0)
+    assert binding.nvmlDeviceGetMigMode(handle) == [0, 0]
+    with pytest.raises(binding.NVMLError):
+        binding.nvmlDeviceGetTemperature(handle, 0)  # the emulator implements no such call
+    binding.nvmlShutdown()
+    calls = [(c.entry, c.code, c.out) for c in recorder.calls]
+    assert calls[:3] == [
+        ("nvmlInitWithFlags", 0, ()),
+        ("nvmlDeviceGetHandleByIndex_v2", 0, ()),
+        ("nvmlDeviceGetMigMode", 0, (0, 0)),
+    ]
+    assert ("nvmlDeviceGetTemperature", None, ()) in calls
+    assert TracedCall.read(recorder.calls[2].document()) == recorder.calls[2]
+
+
+def test_a_trace_that_cannot_be_written_is_bad_input(tmp_path, capsys) -> None:
+    target = tmp_path / "missing-folder" / "trace.json"
+    code = run(["nvml-info", "--simulate", "A30", "--trace", str(target)])
+    assert code == 2
+    assert f"cannot write the trace to {target}" in capsys.readouterr().err
