@@ -166,6 +166,12 @@ class SolverStage(CamelModel):
     seconds: float
 
 
+SOLVER_METHOD = "cp-sat"
+"""`SolverReport.method` of the exact planner's plans."""
+DEMAND_STAGE = "demand met"
+"""The solver's first stage: how much demand the plan meets."""
+
+
 class SolverReport(CamelModel):
     """Honest figures from the solver (or the name of the heuristic that made the plan)."""
 
@@ -192,6 +198,20 @@ class SolverReport(CamelModel):
     chosen: str | None = Field(
         default=None, description="the plan returned: the solver's, or a better starting point"
     )
+
+    def no_time_note(self) -> str | None:
+        """What a reader must know where the solver's time ran out before its first stage
+        (the plan is where it started, its unmet-demand reasons are not proven, the bound is
+        all the demand); None where that stage ran, and for a heuristic's plan."""
+        if self.method != SOLVER_METHOD or any(st.name == DEMAND_STAGE for st in self.stages):
+            return None
+        return (
+            "the solver had no time for its first stage (demand met): this plan is where it "
+            f"started ({self.started_from}), the reasons given for unmet demand are not "
+            "proven, and the bound is all the demand. Raise spec.solver.timeLimitSeconds (it "
+            "counts from the command's start, reading the inventory included), or cover fewer "
+            "nodes per plan."
+        )
 
 
 class PlanSummary(CamelModel):

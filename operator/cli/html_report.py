@@ -151,6 +151,9 @@ td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 </table>
 {% endif %}
 <h2>Solver</h2>
+{% if plan.solver.no_time_note() %}
+<p class="unmet"><strong>Warning:</strong> {{ plan.solver.no_time_note() }}</p>
+{% endif %}
 <p>{{ plan.solver.method }} {{ plan.solver.status }}
 in {{ '%.2f'|format(plan.solver.wall_seconds) }} s,
 gap {{ '%.2f'|format(plan.solver.gap * 100) }} %, {{ plan.solver.classes }} GPU classes,

@@ -158,6 +158,9 @@ def _who(pods: tuple[str, ...], shown: int = 2) -> list[str]:
 
 def _print_solver(out: Console, plan: Plan) -> None:
     s = plan.solver
+    note = s.no_time_note()
+    if note is not None:
+        out.print(Text(f"warning: {note}", style="bold yellow"))
     out.print(
         Text(
             f"Solver: {s.method} {s.status} in {s.wall_seconds:.2f} s (model "

@@ -25,7 +25,7 @@ from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
 from migplan.planner.demand import DemandItem, demand_weight
 from migplan.planner.hardware.layout import Layout
-from migplan.planner.plan import Plan, SolverReport, SolverStage, SolveStatus
+from migplan.planner.plan import SOLVER_METHOD, Plan, SolverReport, SolverStage, SolveStatus
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.bundles import place_bundles
 from migplan.planner.solver.classes import group_gpus
@@ -38,7 +38,7 @@ from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve
 
 SEED = 0
 KEEP = "keep everything"
-SOLVER = "cp-sat"
+SOLVER = SOLVER_METHOD
 BUNDLES = "cp-sat, bundles placed"
 Targets = dict[GpuKey, Layout]
 STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Targets]], ...] = (

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from migplan.planner.plan import SolverStage, SolveStatus
+from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.prune import fix_by_reduced_costs
 
@@ -60,7 +60,7 @@ class Criterion:
 
 
 STAGES: tuple[tuple[Criterion, ...], ...] = (
-    (Criterion("demand met", "max", PlanningModel.weighted_met, lambda pm: 0),),
+    (Criterion(DEMAND_STAGE, "max", PlanningModel.weighted_met, lambda pm: 0),),
     (Criterion("evictions", "min", PlanningModel.evictions, PlanningModel.max_evictions),),
     (
         Criterion("gpus changed", "min", PlanningModel.gpus_changed, PlanningModel.gpu_count),

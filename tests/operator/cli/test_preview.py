@@ -309,3 +309,20 @@ def test_the_html_report_lists_the_gangs(capsys, tmp_path) -> None:
     html = report.read_text()
     assert "<h2>Gangs (all or none)</h2>" in html
     assert '<tr class="unmet">\n<td>Workload ml/big</td><td>3 x 4g.40gb</td><td>3</td>' in html
+
+
+def test_a_plan_the_solver_had_no_time_for_says_so(tmp_path, capsys) -> None:
+    plan = yaml.safe_load((ROOT / "examples" / "plan.yaml").read_text())
+    cluster = str(ROOT / "examples" / "cluster.yaml")
+    assert run(["preview", str(ROOT / "examples" / "plan.yaml"), "--cluster", cluster]) == 0
+    assert "had no time" not in capsys.readouterr().out
+    plan["spec"].setdefault("solver", {})["timeLimitSeconds"] = 0.001
+    rushed = tmp_path / "rushed.yaml"
+    rushed.write_text(yaml.safe_dump(plan))
+    assert run(["preview", str(rushed), "--cluster", cluster]) == 0
+    out = capsys.readouterr().out
+    assert "warning: the solver had no time for its first stage (demand met)" in out
+    assert "Raise spec.solver.timeLimitSeconds" in " ".join(out.split())
+    html = tmp_path / "rushed.html"
+    assert run(["preview", str(rushed), "--cluster", cluster, "--html", str(html)]) == 0
+    assert "the solver had no time for its first stage" in html.read_text()
