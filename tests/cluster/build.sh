@@ -45,6 +45,15 @@ build_component() {
   touch "$dir/.complete"
 }
 
+# go_minor: the toolchain's Go version as a go.mod's `go` line wants it (1.26).
+go_minor() { go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/'; }
+
+# wrapper_module NAME MODULE VERSION: a go.mod here that requires MODULE at VERSION, from which
+# the module's commands are built.
+wrapper_module() {
+  printf 'module migplan.local/%sbuild\ngo %s\nrequire %s %s\n' "$1" "$(go_minor)" "$2" "$3" > go.mod
+}
+
 setup_kubernetes() {
   local version=$1 minor=${1#v1.}
   local staging_version="v0.${minor}"
@@ -52,7 +61,7 @@ setup_kubernetes() {
   upstream_mod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
   {
     echo "module migplan.local/k8sbuild"
-    echo "go $(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')"
+    echo "go $(go_minor)"
     echo "require k8s.io/kubernetes $version"
     echo "replace ("
     # k8s.io/kubernetes replaces each staging module with a local path; point them at the
@@ -72,40 +81,22 @@ ldflags_kubernetes() {
   echo "-s -w$f"
 }
 
-setup_etcd() {
-  printf 'module migplan.local/etcdbuild\ngo %s\nrequire go.etcd.io/etcd/server/v3 %s\n' \
-    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
-}
+setup_etcd() { wrapper_module etcd go.etcd.io/etcd/server/v3 "$1"; }
 ldflags_etcd() { echo "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$1"; }
 
-setup_kwok() {
-  printf 'module migplan.local/kwokbuild\ngo %s\nrequire sigs.k8s.io/kwok %s\n' \
-    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
-}
+setup_kwok() { wrapper_module kwok sigs.k8s.io/kwok "$1"; }
 ldflags_kwok() { echo "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$1"; }
 
-setup_helm() {
-  printf 'module migplan.local/helmbuild\ngo %s\nrequire helm.sh/helm/v4 %s\n' \
-    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
-}
+setup_helm() { wrapper_module helm helm.sh/helm/v4 "$1"; }
 ldflags_helm() { echo "-s -w -X helm.sh/helm/v4/internal/version.version=$1"; }
 
-setup_kueue() {
-  printf 'module migplan.local/kueuebuild\ngo %s\nrequire sigs.k8s.io/kueue %s\n' \
-    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
-}
+setup_kueue() { wrapper_module kueue sigs.k8s.io/kueue "$1"; }
 ldflags_kueue() { echo "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$1"; }
 
-setup_krew() {
-  printf 'module migplan.local/krewbuild\ngo %s\nrequire sigs.k8s.io/krew %s\n' \
-    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
-}
+setup_krew() { wrapper_module krew sigs.k8s.io/krew "$1"; }
 ldflags_krew() { echo "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$1"; }
 
-setup_karpenter() {
-  printf 'module migplan.local/karpenterbuild\ngo %s\nrequire sigs.k8s.io/karpenter %s\n' \
-    "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$1" > go.mod
-}
+setup_karpenter() { wrapper_module karpenter sigs.k8s.io/karpenter "$1"; }
 ldflags_karpenter() { echo "-s -w -X sigs.k8s.io/karpenter/pkg/operator.Version=$1"; }
 
 total_start=$SECONDS
@@ -173,7 +164,7 @@ gang_crds() {
   log "gang CRDs: building controller-gen $CONTROLLER_TOOLS_VERSION"
   (cd "$gen/src" &&
     printf 'module migplan.local/crdgen\ngo %s\nrequire (\n\tsigs.k8s.io/controller-tools %s\n\tvolcano.sh/apis %s\n)\n' \
-      "$(go env GOVERSION | sed 's/^go\([0-9]*\.[0-9]*\).*/\1/')" "$CONTROLLER_TOOLS_VERSION" "$VOLCANO_APIS_VERSION" >go.mod &&
+      "$(go_minor)" "$CONTROLLER_TOOLS_VERSION" "$VOLCANO_APIS_VERSION" >go.mod &&
     printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "sigs.k8s.io/controller-tools/cmd/controller-gen"\n\t_ "volcano.sh/apis/pkg/apis/scheduling/v1beta1"\n)\n' >tools.go &&
     go mod tidy >&2 &&
     go build -p "$jobs" -trimpath -o "$gen/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen &&

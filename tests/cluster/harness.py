@@ -464,12 +464,13 @@ class ControlPlane:
         path.write_text("\n---\n".join(documents))
         return path
 
-    def install_gang_crds(self) -> None:
-        """Volcano's and the scheduler-plugins coscheduling PodGroup CRDs (build.sh: Volcano's
-        generated from volcano.sh/apis, the other as its module ships it), established."""
-        crds = (self.bin_dir / "gang-crds").resolve()  # kubectl reads no symlinked folder
+    def install_crds(self, folder: str, names: tuple[str, ...], what: str) -> None:
+        """Apply the CRDs build.sh put in `folder` of the bin directory and wait until `names`
+        are established."""
+        crds = (self.bin_dir / folder).resolve()  # kubectl reads no symlinked folder
         self.kubectl("apply", "--server-side", "-f", str(crds))
-        names = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.x-k8s.io")
+        # Polled: `kubectl wait --for=condition=Established` right after the apply fails
+        # outright on a CRD whose status has no conditions yet.
         self._wait(
             lambda: all(
                 "True"
@@ -480,8 +481,17 @@ class ControlPlane:
                 ).stdout
                 for name in names
             ),
-            "the gang PodGroup CRDs established",
+            f"{what} established",
         )  # fmt: skip
+
+    def install_gang_crds(self) -> None:
+        """Volcano's and the scheduler-plugins coscheduling PodGroup CRDs (build.sh: Volcano's
+        generated from volcano.sh/apis, the other as its module ships it), established."""
+        self.install_crds(
+            "gang-crds",
+            ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.x-k8s.io"),
+            "the gang PodGroup CRDs",
+        )
 
     def start_karpenter(self, *, instance_types: Path) -> None:
         """Karpenter with its kwok cloud provider (built by build.sh) against this cluster,
@@ -489,25 +499,15 @@ class ControlPlane:
         (Karpenter's kwok instance-types JSON), which this cluster's kwok runs."""
         if any(p.name == "karpenter" for p in self.processes):
             return
-        crds = (self.bin_dir / "karpenter-crds").resolve()  # kubectl reads no symlinked folder
-        self.kubectl("apply", "--server-side", "-f", str(crds))
-        kinds = (
-            "nodepools.karpenter.sh",
-            "nodeclaims.karpenter.sh",
-            "kwoknodeclasses.karpenter.kwok.sh",
-        )
-        self._wait(
-            lambda: all(
-                "True"
-                in self.kubectl(
-                    "get", "crd", kind, "-o",
-                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                    check=False,
-                ).stdout
-                for kind in kinds
+        self.install_crds(
+            "karpenter-crds",
+            (
+                "nodepools.karpenter.sh",
+                "nodeclaims.karpenter.sh",
+                "kwoknodeclasses.karpenter.kwok.sh",
             ),
-            "Karpenter's CRDs established",
-        )  # fmt: skip
+            "Karpenter's CRDs",
+        )
         health = _free_port()
         env = {
             "KUBECONFIG": str(self.kubeconfig),
@@ -533,23 +533,14 @@ class ControlPlane:
         """
         if any(p.name == "kueue" for p in self.processes):
             return
-        crds = (self.bin_dir / "kueue-crds").resolve()  # kubectl reads no symlinked folder
-        self.kubectl("apply", "--server-side", "-f", str(crds))
-        kinds = ("workloads", "admissionchecks", "clusterqueues", "localqueues")
-        # Polled: `kubectl wait --for=condition=Established` right after the apply fails
-        # outright on a CRD whose status has no conditions yet.
-        self._wait(
-            lambda: all(
-                "True"
-                in self.kubectl(
-                    "get", "crd", f"{kind}.kueue.x-k8s.io", "-o",
-                    "jsonpath={.status.conditions[?(@.type=='Established')].status}",
-                    check=False,
-                ).stdout
-                for kind in kinds
+        self.install_crds(
+            "kueue-crds",
+            tuple(
+                f"{kind}.kueue.x-k8s.io"
+                for kind in ("workloads", "admissionchecks", "clusterqueues", "localqueues")
             ),
-            "Kueue's CRDs established",
-        )  # fmt: skip
+            "Kueue's CRDs",
+        )
         if self.kubectl("get", "namespace", "kueue-system", check=False).returncode != 0:
             self.kubectl("create", "namespace", "kueue-system")
         cert, key = self.serving_certificate("kueue")
