@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -22,6 +22,9 @@ from migplan.operator.controller.selection import PlanSelector
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.rollout.records import NodeStep
 
+if TYPE_CHECKING:  # the Kubernetes client only where a cluster is read
+    from migplan.operator.kube.connect import KubeClient
+
 PlanArg = Annotated[str, typer.Argument(metavar="PLAN", help="GPUPartitionPlan name.")]
 STEP_STYLE = {
     NodeStep.DONE: "green",
@@ -31,13 +34,15 @@ STEP_STYLE = {
 }
 
 
-def _plans(
-    kubeconfig: str | None, name: str | None, context: str | None = None
-) -> list[dict[str, Any]]:
+def _connect(kubeconfig: str | None, context: str | None) -> KubeClient:
+    """The cluster of the kubeconfig, connected once per command."""
     # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
     from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
-    api = connect(kubeconfig=kubeconfig, context=context)
+    return connect(kubeconfig=kubeconfig, context=context)
+
+
+def _plans(api: KubeClient, name: str | None) -> list[dict[str, Any]]:
     if name is None:
         plans = [dict(p) for p in api.plans.list_plans()]
         return sorted(plans, key=lambda p: str(p["metadata"]["name"]))
@@ -67,12 +72,8 @@ class _Operator:
         )
 
 
-def _operators(kubeconfig: str | None, context: str | None, namespace: str) -> list[_Operator]:
+def _operators(api: KubeClient, namespace: str) -> list[_Operator]:
     """The migplan operators (Deployments running `migplan operator`) in `namespace`."""
-    # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
-    from migplan.operator.kube.connect import connect  # noqa: PLC0415
-
-    api = connect(kubeconfig=kubeconfig, context=context)
     found = []
     for deployment in api.core.list_deployments(namespace=namespace, label_selector=PART_OF):
         for container in deployment["spec"]["template"]["spec"]["containers"]:
@@ -173,11 +174,12 @@ def status(
     """
     operators: list[_Operator] = []
     with StderrProgress() as progress:
+        api = _connect(kubeconfig, context)
         if namespace is not None:
             progress(f"reading the operators in {namespace}")
-            operators = _operators(kubeconfig, context, namespace)
+            operators = _operators(api, namespace)
         progress("reading the plans")
-        plans = _plans(kubeconfig, plan, context)
+        plans = _plans(api, plan)
     if operators:
         plans = [p for p in plans if any(o.selector.selects(_labels(p)) for o in operators)]
     if output.structured:
@@ -218,10 +220,9 @@ def rebalance(plan: PlanArg, kubeconfig: KubeconfigOpt = None, context: ContextO
     """
     # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
     from migplan.operator.controller.reconciler import REBALANCE  # noqa: PLC0415
-    from migplan.operator.kube.connect import connect  # noqa: PLC0415
 
-    _plans(kubeconfig, plan, context)  # a clear error if it does not exist
+    api = _connect(kubeconfig, context)
+    _plans(api, plan)  # a clear error if it does not exist
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    api = connect(kubeconfig=kubeconfig, context=context)
     api.plans.annotate_plan(name=plan, annotations={REBALANCE: stamp})
     typer.echo(f"rebalance of {plan} requested at {stamp}")

@@ -66,18 +66,14 @@ def test_a_pod_group_of_three_is_reshaped_for_and_binds_together(crds, operator_
         fleet.stop()
 
 
-def _volcano_group(namespace: str, name: str, least: int) -> dict:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": least},
-    }
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
 
 
-def _coscheduling_group(namespace: str, name: str, least: int) -> dict:
+def _min_member_group(api_version: str, namespace: str, name: str, least: int) -> dict:
+    """A PodGroup of Volcano's or the coscheduling plugin's (both say `minMember`)."""
     return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "apiVersion": api_version,
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"minMember": least},
@@ -97,7 +93,11 @@ def test_volcano_and_coscheduling_pod_groups_are_met_whole_or_not_at_all(
     big = [f"big-{i}" for i in range(3)]
     pair = [f"pair-{i}" for i in range(2)]
     try:
-        apply(cp, _volcano_group(pool, "big", 3), _coscheduling_group(pool, "pair", 2))
+        apply(
+            cp,
+            _min_member_group(VOLCANO, pool, "big", 3),
+            _min_member_group(COSCHEDULING, pool, "pair", 2),
+        )
         members = []
         for name in big:
             body = mig_pod(name, profile="3g.40gb", namespace=pool, pool=pool)
