@@ -129,6 +129,23 @@ def gang_problem(demand: Sequence[DemandItem], met: Sequence[int], members: Sequ
     )
 
 
+def left_unmet(demand: Sequence[DemandItem], met: Sequence[int]) -> list[tuple[int, DemandItem]]:
+    """The pending demand (FREE items) that `met` (units per item) leaves, with each item's
+    index: a gang not met whole, as it was; of a gang met or an item outside gangs, the units
+    not met, as ordinary demand (pods beyond a gang's minimum are scheduled one by one)."""
+    admitted = {g for g, members in gangs_of(demand).items() if gang_met(demand, met, members)}
+    left = []
+    for n, item in enumerate(demand):
+        if item.kind is not DemandKind.FREE:
+            continue
+        if item.gang and item.gang not in admitted:
+            left.append((n, item))
+        elif item.count > met[n]:
+            rest = replace(item, count=item.count - met[n], gang="", minimum=0, gang_minimum=0)
+            left.append((n, rest))
+    return left
+
+
 def compute_slices(profile: str) -> int:
     """`3g.40gb` -> 3."""
     return int(profile.split("g.", 1)[0])

@@ -5,18 +5,27 @@ The same function serves the offline preview and the operator, so both see ident
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
+from migplan.planner.api.offers import Offer, resolve_offers
 from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PolicySpec
 from migplan.planner.assemble import input_hash
-from migplan.planner.demand import DemandItem, build_demand
+from migplan.planner.demand import DemandItem, build_demand, left_unmet
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import Catalog
-from migplan.planner.plan import Plan
+from migplan.planner.plan import Plan, ScaleOutPlan
 from migplan.planner.solver import plan as solve
-from migplan.planner.validate import validate
+from migplan.planner.solver.scale_out import plan_scale_out
+from migplan.planner.validate import validate, validate_scale_out
+
+SCALE_OUT_SHARE = 0.2
+"""Share of the time limit the scale-out model gets, where the plan has spec.scaleOut: the
+covered GPUs' plan gets the rest."""
+SCALE_OUT_SECONDS = 0.5
+"""...and at least this, so a pass that used its whole share still asks for nodes."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +97,14 @@ def plan_fleet(
         names = {node.name for node in scope.nodes}
         gpus = [gpu for gpu in resolved if gpu.node in names]
     demand = build_demand(spec.demand, scope, plan=manifest.metadata.name)
+    offers = None if spec.scale_out is None else resolve_offers(spec.scale_out, catalog)
+    limit = spec.solver.time_limit_seconds
+    started = time.monotonic() if started is None else started
     result = solve(
         gpus,
         demand,
         policy,
-        time_limit=spec.solver.time_limit_seconds,
+        time_limit=limit if offers is None else limit * (1 - SCALE_OUT_SHARE),
         workers=spec.solver.resolved_workers(),
         deterministic=spec.solver.deterministic,
         progress=progress,
@@ -100,5 +112,32 @@ def plan_fleet(
         started=started,
     )
     validate(result, gpus, demand, policy)
-    named = result.model_copy(update={"name": manifest.metadata.name})
+    update: dict[str, object] = {"name": manifest.metadata.name}
+    if offers is not None and spec.scale_out is not None:
+        seconds = max(started + limit - time.monotonic(), SCALE_OUT_SECONDS)
+        update["scale_out"] = _scale_out(
+            result,
+            demand=demand,
+            offers=offers,
+            policy=policy,
+            budget=spec.scale_out.max_nodes,
+            seconds=seconds,
+        )
+    named = result.model_copy(update=update)
     return PlanOutcome(plan=named, gpus=gpus, demand=demand)
+
+
+def _scale_out(
+    result: Plan,
+    *,
+    demand: Sequence[DemandItem],
+    offers: Sequence[Offer],
+    policy: PolicySpec,
+    budget: int | None,
+    seconds: float,
+) -> ScaleOutPlan:
+    """The new nodes for what `result` leaves of the pending demand, validated."""
+    left = left_unmet(demand, [r.met for r in result.demand])
+    scale = plan_scale_out(offers, left, policy, budget=budget, time_limit=seconds)
+    validate_scale_out(scale, left, offers, budget=budget)
+    return scale

@@ -6,6 +6,7 @@ independently of how it was found.
 
 from __future__ import annotations
 
+from collections import Counter
 from enum import StrEnum
 from typing import Annotated
 
@@ -143,6 +144,63 @@ class GangResult(CamelModel):
     reason: str | None = Field(default=None, description="why it is not met")
 
 
+class Hosted(CamelModel):
+    """Units of one demand item a new node hosts."""
+
+    demand: Annotated[int, Field(ge=0, description="index of the item in the plan's demand")]
+    units: Annotated[int, Field(ge=1, description="pods (instances, for a single-instance item)")]
+    parts: tuple[dict[str, int], ...] = Field(
+        description="per part of what one unit needs (one part but for a bundle), the "
+        "instances of each profile the units take"
+    )
+
+    def served(self) -> Counter[str]:
+        """Instances per profile the units take."""
+        total: Counter[str] = Counter()
+        for part in self.parts:
+            total.update(part)
+        return total
+
+
+class NewNode(CamelModel):
+    """A node the plan asks the autoscaler for, with the layouts it gets when it joins."""
+
+    offer: str
+    name: str = Field(description="the plan's name for it (`h100-8x-1`) until it joins")
+    model: str
+    gpus: tuple[str, ...] = Field(description="per GPU the layout it is given (`-`: left whole)")
+    hosts: tuple[Hosted, ...] = Field(description="the demand it is laid out for")
+
+
+class ScaleOutItem(CamelModel):
+    """How one demand item fares on the new nodes."""
+
+    demand: Annotated[int, Field(ge=0, description="index of the item in the plan's demand")]
+    label: str
+    gang: str | None = None
+    left: int = Field(description="units the covered GPUs leave unmet (a whole gang not met)")
+    met: int = Field(description="units the new nodes meet")
+
+
+class ScaleOutPlan(CamelModel):
+    """What to add when reshaping the covered GPUs leaves pending demand unmet."""
+
+    status: str = Field(description="the scale-out model's solver status")
+    nodes: tuple[NewNode, ...] = ()
+    items: tuple[ScaleOutItem, ...] = ()
+    cost: int = Field(default=0, description="the new nodes' cost weights added up")
+    weighted_met: int = Field(default=0, description="priority-weighted demand they meet")
+    bound: int = Field(default=0, description="proven best weighted demand new nodes could meet")
+    reason: str | None = Field(default=None, description="why no node (or not more) is asked for")
+
+    def offer_counts(self) -> dict[str, int]:
+        """New nodes per offer."""
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.offer] = counts.get(node.offer, 0) + 1
+        return counts
+
+
 class SolveStatus(StrEnum):
     """How far a plan or a stage of it was proven (CP-SAT's names; HEURISTIC, NOT REACHED)."""
 
@@ -237,3 +295,8 @@ class Plan(CamelModel):
     )
     summary: PlanSummary
     solver: SolverReport
+    scale_out: ScaleOutPlan | None = Field(
+        default=None,
+        description="nodes to add for the pending demand the covered GPUs leave unmet "
+        "(spec.scaleOut)",
+    )

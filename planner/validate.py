@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from migplan.planner.allocation import EXACT_NODES, allocate, hostable, take_scattered
 from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.offers import Offer
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.demand import (
     DemandItem,
@@ -24,7 +25,14 @@ from migplan.planner.demand import (
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import GpuModel
 from migplan.planner.hardware.layout import Instance, Layout, check_layout
-from migplan.planner.plan import DemandResult, GpuPlan, Operation, OperationKind, Plan
+from migplan.planner.plan import (
+    DemandResult,
+    GpuPlan,
+    Operation,
+    OperationKind,
+    Plan,
+    ScaleOutPlan,
+)
 
 
 class InvalidPlanError(RuntimeError):
@@ -409,6 +417,130 @@ def validate(
     problems = problems_of(plan, gpus, demand, policy)
     if problems:
         raise InvalidPlanError(f"invalid plan: {listing(problems)}")
+
+
+def _check_new_nodes(
+    scale: ScaleOutPlan, offers: Sequence[Offer], budget: int | None
+) -> list[Problem]:
+    """Each new node of a known offer, with one valid layout per GPU of its model; no offer
+    past its maximum, nor all past `budget`; the cost theirs."""
+    by_name = {offer.name: offer for offer in offers}
+    problems = []
+    for node in scale.nodes:
+        where = f"scaleOut node {node.name}"
+        offer = by_name.get(node.offer)
+        if offer is None or node.model != offer.model.model or len(node.gpus) != offer.gpus:
+            problems.append(
+                Problem(
+                    where,
+                    f"is no node of an offer ({node.offer}, {node.model}, {len(node.gpus)} GPUs)",
+                )
+            )
+            continue
+        for k, text in enumerate(node.gpus):
+            try:
+                violations = check_layout(offer.model, Layout.parse(text))
+            except MigplanInputError as exc:
+                violations = [str(exc)]  # type: ignore[list-item]
+            problems += [Problem(f"{where} gpu {k}", str(v)) for v in violations]
+    counts = scale.offer_counts()
+    for name, count in counts.items():
+        if name in by_name and count > by_name[name].max_nodes:
+            problems.append(
+                Problem("scaleOut", f"{count} nodes of {name}, at most {by_name[name].max_nodes}")
+            )
+    if budget is not None and len(scale.nodes) > budget:
+        problems.append(Problem("scaleOut", f"{len(scale.nodes)} new nodes, maxNodes is {budget}"))
+    cost = sum(by_name[n.offer].cost for n in scale.nodes if n.offer in by_name)
+    if scale.cost != cost:
+        problems.append(Problem("scaleOut", f"cost {scale.cost}, the nodes cost {cost}"))
+    return problems
+
+
+def _check_hosting(
+    scale: ScaleOutPlan, left: Sequence[tuple[int, DemandItem]]
+) -> tuple[list[Problem], Counter[int]]:
+    """Each node hosts demand that is left, each unit with every part of what it needs,
+    within the node's instances; the units met per item."""
+    items = dict(left)
+    problems = []
+    met: Counter[int] = Counter()
+    for node in scale.nodes:
+        where = f"scaleOut node {node.name}"
+        have: Counter[str] = Counter()
+        for text in node.gpus:
+            try:
+                have.update(Layout.parse(text).profile_counts())
+            except MigplanInputError:
+                continue  # named by _check_new_nodes
+        taken: Counter[str] = Counter()
+        for hosted in node.hosts:
+            item = items.get(hosted.demand)
+            if item is None:
+                problems.append(
+                    Problem(where, f"hosts demand {hosted.demand}, which is not left unmet")
+                )
+                continue
+            met[hosted.demand] += hosted.units
+            if len(hosted.parts) != len(item.parts) or any(
+                not set(got) <= set(part.profiles) or sum(got.values()) != part.count * hosted.units
+                for part, got in zip(item.parts, hosted.parts, strict=False)
+            ):
+                problems.append(
+                    Problem(where, f"{hosted.units} of {item.shape} take {list(hosted.parts)}")
+                )
+            taken.update(hosted.served())
+        short = {p: n - have[p] for p, n in taken.items() if n > have[p]}
+        if short:
+            problems.append(Problem(where, f"hosts more than its instances: {short} short"))
+    return problems, met
+
+
+def scale_out_problems(
+    scale: ScaleOutPlan,
+    left: Sequence[tuple[int, DemandItem]],
+    offers: Sequence[Offer],
+    *,
+    budget: int | None,
+) -> list[Problem]:
+    """Every rule the new nodes of `scale` break for the demand `left` unmet: valid layouts
+    of the offers' models within their maxima and the budget, demand hosted node by node
+    within each node's instances, gangs all or none, and the figures as the nodes make them."""
+    problems = _check_new_nodes(scale, offers, budget)
+    hosting, met = _check_hosting(scale, left)
+    problems += hosting
+    expected = [(n, item.count, met[n]) for n, item in left]
+    reported = [(i.demand, i.left, i.met) for i in scale.items]
+    if reported != expected:
+        problems.append(Problem("scaleOut", f"items {reported}, the nodes host {expected}"))
+    items = [item for _, item in left]
+    units = [met[n] for n, _ in left]
+    for members in gangs_of(items).values():
+        if why := gang_problem(items, units, members):
+            problems.append(Problem("scaleOut", why))
+    weighted = sum(demand_weight(item) * got for item, got in zip(items, units, strict=True))
+    if scale.weighted_met != weighted or scale.bound < weighted:
+        problems.append(
+            Problem(
+                "scaleOut",
+                f"weighted met {scale.weighted_met} (bound {scale.bound}), the nodes meet "
+                f"{weighted}",
+            )
+        )
+    return problems
+
+
+def validate_scale_out(
+    scale: ScaleOutPlan,
+    left: Sequence[tuple[int, DemandItem]],
+    offers: Sequence[Offer],
+    *,
+    budget: int | None,
+) -> None:
+    """Raise InvalidPlanError listing every problem of the new nodes (`scale_out_problems`)."""
+    problems = scale_out_problems(scale, left, offers, budget=budget)
+    if problems:
+        raise InvalidPlanError(f"invalid scale-out: {listing(problems)}")
 
 
 SHOWN = 5

@@ -12,10 +12,12 @@ from typing import Any
 
 import jinja2
 
+from migplan.planner.export import scale_out
 from migplan.planner.export.render import marks_of, segments, steps_of
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.pipeline import PlanOutcome
+from migplan.planner.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,32 @@ def render_report(outcome: PlanOutcome, *, name: str, catalog: Catalog) -> str:
                 "evict": gp.evict,
             }
         )
-    return _TEMPLATE.render(name=name, plan=plan, nodes=nodes)
+    return _TEMPLATE.render(
+        name=name,
+        plan=plan,
+        nodes=nodes,
+        new_nodes=_new_nodes(plan, catalog),
+        scale_headline=scale_out.headline(plan.scale_out) if plan.scale_out else "",
+    )
+
+
+def _new_nodes(plan: Plan, catalog: Catalog) -> list[dict[str, Any]]:
+    """The nodes to ask the autoscaler for, runs of equal GPUs as one picture each."""
+    if plan.scale_out is None:
+        return []
+    return [
+        {
+            "name": node.name,
+            "offer": node.offer,
+            "model": node.model,
+            "runs": [
+                (run, layout, _cells(catalog, node.model, layout, {}))
+                for run, layout in scale_out.gpu_runs(node.gpus)
+            ],
+            "hosts": scale_out.hosts_text(plan, node),
+        }
+        for node in plan.scale_out.nodes
+    ]
 
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -149,6 +176,20 @@ td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
 <td>{{ g.reason or '' }}</td></tr>
 {% endfor %}
 </table>
+{% endif %}
+{% if plan.scale_out %}
+<h2>Scale out</h2>
+<p class="scale-out">{{ scale_headline }}</p>
+{% for node in new_nodes %}
+<section class="new-node" data-node="{{ node.name }}">
+<h3>new node {{ node.name }} ({{ node.offer }}, {{ node.model }})</h3>
+{% for run, layout, cells in node.runs %}
+<div class="gpu"><div>GPU {{ run }}</div><div>{{ 'whole' if layout == '-' else '' }}</div>
+{{ bar(cells) }}</div>
+{% endfor %}
+<p class="ops">hosts {{ node.hosts }}</p>
+</section>
+{% endfor %}
 {% endif %}
 <h2>Solver</h2>
 {% if plan.solver.no_time_note() %}

@@ -39,6 +39,7 @@ from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.preflight.screen import inventory_facts, screen
 from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
 from migplan.planner.api.spec import GPUPartitionPlan
+from migplan.planner.export import scale_out
 from migplan.planner.export.render import marks_of, steps_of
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.hardware.layout import Layout
@@ -149,6 +150,35 @@ def _print_gangs(out: Console, plan: Plan) -> None:
     out.print(table)
 
 
+def _print_scale_out(out: Console, plan: Plan, catalog: Catalog) -> None:
+    """The nodes to ask the autoscaler for (spec.scaleOut): per node its GPUs' layouts as
+    pictures, runs of equal GPUs together, and the pods it is laid out for."""
+    scale = plan.scale_out
+    if scale is None:
+        return
+    out.print(Text(f"Scale out: {scale_out.headline(scale)}", style="bold"))
+    for node in scale.nodes:
+        model = catalog.model(node.model)
+        out.print(Text(f"new node {node.name}  ({node.offer}, {len(node.gpus)} x {node.model})"))
+        for run, layout in scale_out.gpu_runs(node.gpus):
+            head = Text(f"  gpu {run:<5} ")
+            if layout == "-":
+                out.print(head + Text("whole (not partitioned)", style="dim"))
+            else:
+                out.print(head + slice_bar_text(model, Layout.parse(layout)))
+        out.print(Text(f"  hosts     {scale_out.hosts_text(plan, node)}", style="dim"))
+    unmet = [i for i in scale.items if i.met < i.left]
+    for item in unmet:
+        result = plan.demand[item.demand]
+        who = f" of {item.gang}" if item.gang else ""
+        out.print(
+            Text(
+                f"  still unmet: {item.left - item.met} of {item.left} pods ({result.label}){who}",
+                style="yellow",
+            )
+        )
+
+
 def _who(pods: tuple[str, ...], shown: int = 2) -> list[str]:
     """The pods (or Kueue Workloads) behind a demand row, the first few named."""
     if len(pods) <= shown:
@@ -208,6 +238,7 @@ def print_preview(
     show_all = all_gpus if all_gpus is not None else len(plan.gpus) <= CHANGED_ONLY_ABOVE
     _print_gpus(out, plan, catalog, changed_only=not show_all)
     _print_demand(out, plan)
+    _print_scale_out(out, plan, catalog)
     _print_solver(out, plan)
 
 

@@ -17,13 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from migplan.planner.api.labels import LABEL_KEY, LABEL_VALUE
 from migplan.planner.errors import MigplanInputError
 
-# A label key (optional DNS-subdomain prefix, then a name) and value, as Kubernetes checks
-# them (apimachinery validation.IsQualifiedName / IsValidLabelValue).
-_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
-_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
-_VALUE = re.compile(rf"^({_NAME})?$")
+_KEY = re.compile(LABEL_KEY)
+_VALUE = re.compile(LABEL_VALUE)
 
 
 @dataclass(frozen=True)

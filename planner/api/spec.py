@@ -17,6 +17,7 @@ from croniter import CroniterBadDateError, croniter
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from migplan.planner.api.group import ApiVersion
+from migplan.planner.api.labels import LABEL_KEY, LABEL_VALUE
 from migplan.planner.hardware.catalog import PROFILE_NAME
 from migplan.planner.hardware.resources import RESOURCE_NAME
 from migplan.planner.schema import CamelModel
@@ -371,6 +372,118 @@ class DraSpec(CamelModel):
     mode: DraMode = Field(description="static (lay out MIG devices) or steer (DynamicMIG)")
 
 
+MAX_OFFER_NODES = 64
+"""New nodes one offer may bring: the scale-out model holds each as its own node (bundles
+need the node), so its size grows with this."""
+
+
+class TolerationEffect(StrEnum):
+    """What a taint does to pods that do not tolerate it."""
+
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Toleration(CamelModel):
+    """A pod toleration (as in Kubernetes), for the taints an offered node arrives with."""
+
+    key: Annotated[str, Field(max_length=317, pattern=LABEL_KEY)]
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)] = ""
+    effect: TolerationEffect | None = None
+
+    @model_validator(mode="after")
+    def _value_fits_operator(self) -> Self:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("operator Exists takes no value")
+        return self
+
+
+class ScaleOutOffer(CamelModel):
+    """A kind of node the autoscaler can add: a Karpenter NodePool's instance type or a Cluster
+    Autoscaler node group, as the labels its nodes carry."""
+
+    name: Annotated[
+        str,
+        Field(
+            pattern=r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$",
+            description="what the plan and its events call these nodes (a DNS label)",
+        ),
+    ]
+    gpu_model: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            description="the GPUs' model: a catalog key (`migplan profiles`) such as H100-80GB",
+        ),
+    ]
+    gpus_per_node: Annotated[int, Field(ge=1, le=16, strict=True, description="GPUs per node")]
+    node_selector: Annotated[
+        dict[
+            Annotated[str, Field(max_length=317, pattern=LABEL_KEY)],
+            Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)],
+        ],
+        Field(
+            min_length=1,
+            max_length=16,
+            description="labels a new node of this kind carries and no other node does (for "
+            "Karpenter: karpenter.sh/nodepool and node.kubernetes.io/instance-type); the "
+            "placeholder pods select them, and spec.nodeSelector must select them too",
+        ),
+    ]
+    tolerations: Annotated[
+        tuple[Toleration, ...],
+        Field(max_length=16, description="the placeholders tolerate the new nodes' taints"),
+    ] = ()
+    cost: Annotated[
+        int,
+        Field(ge=1, le=1000, strict=True, description="weight of one node: cheapest first"),
+    ] = 1
+    max_nodes: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_OFFER_NODES,
+            strict=True,
+            description="new nodes of this kind one plan may ask for",
+        ),
+    ]
+
+
+class ScaleOutSpec(CamelModel):
+    """Nodes to ask the cluster autoscaler for when reshaping the covered GPUs cannot meet
+    the pending demand."""
+
+    offers: Annotated[tuple[ScaleOutOffer, ...], Field(min_length=1, max_length=8)]
+    max_nodes: Annotated[
+        int | None,
+        Field(ge=1, le=512, strict=True, description="new nodes in all, over every offer"),
+    ] = None
+    timeout: Annotated[
+        str,
+        Field(
+            pattern=DURATION.pattern,
+            max_length=32,
+            description="withdraw the request (delete the placeholders) for nodes that have "
+            "not joined by then",
+        ),
+    ] = "15m"
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        return positive_duration(value)
+
+    @model_validator(mode="after")
+    def _names_differ(self) -> Self:
+        names = [o.name for o in self.offers]
+        if len(set(names)) != len(names):
+            raise ValueError("offers: each name may appear only once")
+        return self
+
+
 class PlanSpec(CamelModel):
     """spec of a GPUPartitionPlan."""
 
@@ -399,6 +512,11 @@ class PlanSpec(CamelModel):
         bool, Field(strict=True, description="neither plan nor roll out until unset")
     ] = False
     solver: SolverSpec = SolverSpec()
+    scale_out: ScaleOutSpec | None = Field(
+        default=None,
+        description="where reshaping the covered GPUs leaves pending pods or Workloads unmet: "
+        "the nodes the autoscaler may add, laid out for them when they join",
+    )
 
     @field_validator("rebalance_schedule")
     @classmethod
@@ -416,6 +534,14 @@ class PlanSpec(CamelModel):
                 "dra: mig-manager does not drive NVIDIA's DRA driver; leave actuator unset "
                 "(or agent) with dra.mode"
             )
+        if self.scale_out is not None:
+            for n, offer in enumerate(self.scale_out.offers):
+                if not self.node_selector.matches(offer.node_selector):
+                    raise ValueError(
+                        f"scaleOut.offers[{n}] ({offer.name}): spec.nodeSelector does not "
+                        "select a node with its nodeSelector's labels, so a new node would "
+                        "not be covered by this plan"
+                    )
         return self
 
 

@@ -120,7 +120,7 @@ def class_space(
     return table, profile_mask(model, new) | mask_of(model, cls.current.instances)
 
 
-def _pareto(values: IntArray) -> IntArray:
+def pareto_rows(values: IntArray) -> IntArray:
     """Indices of the rows no other row matches or beats in every column (columns: larger is
     better), in row order; duplicates keep their first row."""
     _, first = np.unique(values, axis=0, return_index=True)
@@ -140,7 +140,7 @@ def _options(model: GpuModel, key: PoolKey, new: frozenset[str], profiles: tuple
     rows = np.flatnonzero(rows_within(table, keep=kept, allowed=allowed))
     supply = table.supply(profiles)[rows]
     values = np.column_stack([supply, table.headroom[rows], -table.sizes[rows]])
-    best = rows[_pareto(values)]
+    best = rows[pareto_rows(values)]
     return Pool(
         key=key,
         model=model,

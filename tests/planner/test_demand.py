@@ -6,7 +6,13 @@ import pytest
 
 from migplan.planner.api.inventory import Inventory
 from migplan.planner.api.spec import DemandSpec
-from migplan.planner.demand import DemandKind, build_demand, demand_weight
+from migplan.planner.demand import (
+    DemandItem,
+    DemandKind,
+    build_demand,
+    demand_weight,
+    left_unmet,
+)
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.resources import profile_of, resource_name
 
@@ -223,3 +229,19 @@ def test_workloads_of_the_named_queues_count_ahead_of_admission() -> None:
 
 def test_fromkueue_alone_is_enough_demand() -> None:
     assert DemandSpec.model_validate({"fromKueue": {}}).from_kueue is not None
+
+
+def test_what_is_left_for_new_nodes_is_pending_demand_and_whole_gangs() -> None:
+    """A gang not met is left whole; pods beyond a met gang's minimum and pods alone are left
+    as ordinary demand; explicit counts are not left for new nodes."""
+    items = [
+        DemandItem("1g.10gb", 4, 1, DemandKind.TOTAL),
+        DemandItem("3g.40gb", 3, 1, DemandKind.FREE, gang="PodGroup ml/a", gang_minimum=3),
+        DemandItem("2g.20gb", 4, 1, DemandKind.FREE, gang="PodGroup ml/b", gang_minimum=2),
+        DemandItem("1g.10gb", 5, 1, DemandKind.FREE),
+    ]
+    left = left_unmet(items, [1, 0, 2, 5])
+    assert [(n, item.count, item.gang, item.gang_minimum) for n, item in left] == [
+        (1, 3, "PodGroup ml/a", 3),
+        (2, 2, "", 0),
+    ]

@@ -326,3 +326,34 @@ def test_a_plan_the_solver_had_no_time_for_says_so(tmp_path, capsys) -> None:
     html = tmp_path / "rushed.html"
     assert run(["preview", str(rushed), "--cluster", cluster, "--html", str(html)]) == 0
     assert "the solver had no time for its first stage" in html.read_text()
+
+
+def test_the_scale_out_example_shows_the_nodes_to_add_and_what_they_host(capsys, tmp_path) -> None:
+    folder = ROOT / "examples" / "scale-out"
+    argv = ("preview", str(folder / "plan.yaml"), "--cluster", str(folder / "cluster.yaml"))
+    code, out, err = call(capsys, *argv, "--html", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert "Scale out: add 2 x h100-8x (cost 2): meets 17 of the 17 pending pods" in out
+    assert "new node h100-8x-2  (h100-8x, 8 x H100-80GB)" in out
+    assert "pods (nvidia.com/mig-3g.40gb) of PodGroup ml/train-big" in out
+    assert "gpu 1-7   whole (not partitioned)" in out
+    html = (tmp_path / "r.html").read_text()
+    assert '<section class="new-node" data-node="h100-8x-1">' in html
+    code, out, err = call(capsys, *argv, "-o", "json")
+    scale = json.loads(out)["scaleOut"]
+    assert [n["name"] for n in scale["nodes"]] == ["h100-8x-1", "h100-8x-2"]
+    assert {i["gang"]: i["met"] for i in scale["items"]} == {None: 1, "PodGroup ml/train-big": 16}
+
+
+def test_an_offer_the_plan_would_not_cover_is_bad_input(capsys, tmp_path) -> None:
+    folder = ROOT / "examples" / "scale-out"
+    text = (folder / "plan.yaml").read_text().replace("          migplan.io/pool: training\n", "")
+    plan = write(tmp_path, "plan.yaml", text)
+    code, _, err = call(capsys, "preview", plan, "--cluster", str(folder / "cluster.yaml"))
+    assert code == 2, err
+    assert "spec.nodeSelector does not select a node with its nodeSelector's labels" in err
+    text = (folder / "plan.yaml").read_text().replace("gpuModel: H100-80GB", "gpuModel: H999")
+    plan = write(tmp_path, "plan.yaml", text)
+    code, _, err = call(capsys, "preview", plan, "--cluster", str(folder / "cluster.yaml"))
+    assert code == 2, err
+    assert "spec.scaleOut.offers[0].gpuModel: unknown GPU model 'H999'" in err

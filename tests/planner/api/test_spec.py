@@ -21,6 +21,13 @@ GOOD = {
         "window": {"start": "0 2 * * 6", "duration": "2h"},
     },
 }
+OFFER = {
+    "name": "h100-8x",
+    "gpuModel": "H100-80GB",
+    "gpusPerNode": 8,
+    "maxNodes": 4,
+    "nodeSelector": {"karpenter.sh/nodepool": "gpu", "pool": "a"},
+}
 
 
 def parse(change=None) -> GPUPartitionPlan:
@@ -71,6 +78,38 @@ def test_defaults_are_safe() -> None:
         ),
         (lambda d: d["spec"].update(dryrun=True), "spec.dryrun: Extra inputs are not permitted"),
         (lambda d: d["metadata"].update(name="Pool_A"), "metadata.name"),
+        (
+            lambda d: d["spec"].update(scaleOut={"offers": [OFFER, OFFER]}),
+            "offers: each name may appear only once",
+        ),
+        (
+            lambda d: d["spec"].update(scaleOut={"offers": [{**OFFER, "nodeSelector": {}}]}),
+            "spec.scaleOut.offers[0] (h100-8x).nodeSelector: Dictionary should have at least 1",
+        ),
+        (
+            lambda d: d["spec"].update(scaleOut={"offers": [{**OFFER, "maxNodes": 65}]}),
+            "spec.scaleOut.offers[0] (h100-8x).maxNodes: Input should be less than or equal to 64",
+        ),
+        (
+            lambda d: d["spec"].update(
+                scaleOut={"offers": [{**OFFER, "nodeSelector": {"karpenter.sh/nodepool": "g"}}]}
+            ),
+            "scaleOut.offers[0] (h100-8x): spec.nodeSelector does not select a node",
+        ),
+        (
+            lambda d: d["spec"].update(
+                scaleOut={
+                    "offers": [
+                        {**OFFER, "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}
+                    ]
+                }
+            ),
+            "operator Exists takes no value",
+        ),
+        (
+            lambda d: d["spec"].update(scaleOut={"offers": [OFFER], "timeout": "0s"}),
+            "duration must be positive",
+        ),
         (lambda d: d.update(kind="Plan"), "kind"),
     ],
 )

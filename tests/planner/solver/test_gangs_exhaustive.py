@@ -26,10 +26,14 @@ from migplan.planner.api.inventory import (
     PendingWorkload,
     WorkloadPodSet,
 )
-from migplan.planner.api.spec import GPUPartitionPlan
+from migplan.planner.api.offers import Offer
+from migplan.planner.api.spec import GPUPartitionPlan, PolicySpec
+from migplan.planner.demand import build_demand
 from migplan.planner.hardware.catalog import default_catalog
 from migplan.planner.hardware.enumeration import enumerate_layouts
 from migplan.planner.pipeline import plan_fleet
+from migplan.planner.solver.scale_out import plan_scale_out
+from migplan.planner.validate import validate_scale_out
 
 PROFILES = ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
 CASES = 40
@@ -405,3 +409,38 @@ def test_the_issue_example_admits_the_two_workloads_that_fit_whole() -> None:
     )
     assert "3g.40gb" not in plan.gpus[0].after
     assert Counter(plan.gpus[0].after.replace("+", " ").split()).total() == 3
+
+
+# ---- scale-out: the cheapest new nodes, by brute force over how many of each offer ---------
+
+SCALE_OFFERS = (
+    Offer("h1", default_catalog().model("H100-80GB"), gpus=1, cost=1, max_nodes=2),
+    Offer("a2", default_catalog().model("A100-80GB"), gpus=2, cost=3, max_nodes=1),
+)
+
+
+@pytest.mark.parametrize("seed", range(CASES // 2))
+def test_scale_out_asks_for_the_cheapest_nodes_that_meet_the_most(seed: int) -> None:
+    """Every pending pod left for new nodes (none covered): the weighted demand the new nodes
+    meet is the most any number of nodes within the offers and budget admits, gangs all or
+    none and bundles on one node, and their cost the least that meets it."""
+    inventory, pods = random_case(seed, bundles=True)
+    demand = build_demand(MANIFEST.spec.demand, inventory, plan="p")
+    left = list(enumerate(demand))
+    budget = (None, 2)[seed % 2]
+    scale = plan_scale_out(SCALE_OFFERS, left, PolicySpec(), budget=budget, time_limit=20)
+    validate_scale_out(scale, left, SCALE_OFFERS, budget=budget)
+    profiles = tuple(
+        sorted({p for pod in pods for options, _ in pod["parts"] for p in options}, key=_slices)
+    )
+    best, cheapest = 0, 0
+    for small, large in product(range(3), range(2)):
+        if budget is not None and small + large > budget:
+            continue
+        nodes = [["H100-80GB"]] * small + [["A100-80GB", "A100-80GB"]] * large
+        value = brute_force(nodes, pods, profiles) if nodes else 0
+        cost = small + 3 * large
+        if value > best or (value == best and cost < cheapest):
+            best, cheapest = value, cost
+    assert (scale.weighted_met, scale.cost) == (best, cheapest), (seed, scale.nodes)
+    assert scale.status == "OPTIMAL"
