@@ -27,6 +27,8 @@ class ReplanReason(StrEnum):
     CLUSTER_CHANGED = "ClusterChanged"
     """Nodes were given up because the cluster changed under the plan (a pod took a slice
     the plan was to reuse); planned again from what is there, a bounded number of times."""
+    NODES_ARRIVED = "NodesArrived"
+    """Nodes asked of the autoscaler joined during a rollout: planned again to lay them out."""
 
 
 class SolverSummary(CamelModel):
@@ -131,6 +133,36 @@ class RolloutStatus(CamelModel):
     )
 
 
+class ScaleOutRequest(CamelModel):
+    """One node asked of the autoscaler: the placeholder pod that reserves it."""
+
+    offer: str
+    placeholder: str = Field(description="the placeholder pod (in the operator's namespace)")
+    since: str = Field(description="when it was asked for")
+    node: str | None = Field(default=None, description="the node it was bound to, once one is")
+
+
+class ScaleOutStatus(CamelModel):
+    """`status.scaleOut`: the nodes asked of the autoscaler (spec.scaleOut) and what came."""
+
+    wanted: dict[str, int] = Field(
+        default_factory=dict, description="new nodes per offer the last plan asks for"
+    )
+    requests: tuple[ScaleOutRequest, ...] = Field(
+        default=(), description="placeholders waiting for a node"
+    )
+    arrived: tuple[str, ...] = Field(
+        default=(),
+        description="nodes that joined for this plan and are kept from consolidation until "
+        "laid out",
+    )
+    timed_out: dict[str, str] = Field(
+        default_factory=dict,
+        description="offer -> when its request was last withdrawn (not asked again for a timeout)",
+    )
+    message: str = ""
+
+
 class PlanStatus(CamelModel):
     """status of a GPUPartitionPlan, written by the operator: every key it writes."""
 
@@ -160,3 +192,4 @@ class PlanStatus(CamelModel):
     conditions: tuple[Condition, ...] | None = None
     kueue: dict[str, KueueRecord | None] | None = None
     rollout: RolloutStatus | None = None
+    scale_out: ScaleOutStatus | None = None

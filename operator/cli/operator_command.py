@@ -14,6 +14,7 @@ import typer
 
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt
+from migplan.operator.controller.scale_out_settings import PAUSE_IMAGE, ScaleOutSettings
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.planner.api.spec import Actuator
 from migplan.planner.errors import MigplanInputError
@@ -120,6 +121,24 @@ def operator(
             "all of them.",
         ),
     ] = "",
+    scale_out_namespace: Annotated[
+        str,
+        typer.Option(
+            envvar="POD_NAMESPACE",
+            help="Namespace of the placeholder pods that ask the cluster autoscaler for the "
+            "nodes of plans with spec.scaleOut (the operator's own).",
+        ),
+    ] = "migplan-system",
+    scale_out_priority_class: Annotated[
+        str,
+        typer.Option(
+            help="PriorityClass of those placeholders: below every real workload, so real "
+            "pods preempt them (the chart's migplan-placeholder: value -10, never preempts)."
+        ),
+    ] = "migplan-placeholder",
+    scale_out_image: Annotated[
+        str, typer.Option(help="Image the placeholders run (they only sleep).")
+    ] = PAUSE_IMAGE,
     gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Run the operator: plan every GPUPartitionPlan, and roll non-dry-run plans out.
@@ -158,6 +177,11 @@ def operator(
         mig_config_map=(namespace, config_map),
         mig_config_propagation=mig_config_propagation,
         gpu_operator=gpu_operator,
+        scale_out=ScaleOutSettings(
+            namespace=scale_out_namespace,
+            priority_class=scale_out_priority_class,
+            image=scale_out_image,
+        ),
     )
     if leader_elect:
         handlers.elect_leader(

@@ -22,6 +22,7 @@ from migplan.operator.controller.events import EventRecorder
 from migplan.operator.controller.partitions import PartitionBootstrap
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, Boundary, no_boundary
+from migplan.operator.controller.scale_out_settings import ScaleOutSettings
 from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
 from migplan.operator.controller.ticker import PlanTicker
 from migplan.operator.dra.helper import CelUnavailable, evaluator
@@ -79,6 +80,7 @@ def configure(
     mig_config_propagation: float = 90.0,
     boundary: Boundary = no_boundary,
     selector: PlanSelector = EVERY_PLAN,
+    scale_out: ScaleOutSettings | None = None,
 ) -> Runtime:
     """Connect the controller and make the periodic tick (`tick` seconds apart), acting on
     the plans `selector` selects; `boundary` is called between each node's rollout steps
@@ -96,6 +98,7 @@ def configure(
         gpu_operator=gpu_operator or GpuOperatorSettings(),
         mig_config_propagation=mig_config_propagation,
         boundary=boundary,
+        scale_out=scale_out or ScaleOutSettings(),
     )
     cordons = CordonIndex()
     return Runtime(

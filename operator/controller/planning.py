@@ -29,6 +29,7 @@ from migplan.operator.skipped import Skipped
 from migplan.planner.api.inventory import GpuState, Inventory
 from migplan.planner.api.nodepartition import ConditionType
 from migplan.planner.api.spec import GPUPartitionPlan, PlanPhase
+from migplan.planner.export import scale_out as scale_out_text
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
@@ -167,6 +168,8 @@ def plan_status(
         f"{s.nodes_touched} nodes change, {s.evictions} pods to evict "
         f"({plan.solver.status})"
     )
+    if plan.scale_out is not None and plan.scale_out.nodes:
+        summary += f"; scale out: {scale_out_text.headline(plan.scale_out)}"
     return PlanningResult(status=status, summary=summary, plan=plan, skipped=snapshot.skipped)
 
 

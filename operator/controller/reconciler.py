@@ -30,6 +30,8 @@ from migplan.operator.controller.rollout import (
     no_boundary,
     release_nodes,
 )
+from migplan.operator.controller.scale_out import Outcome, ScaleOut
+from migplan.operator.controller.scale_out_settings import ScaleOutSettings
 from migplan.operator.gpu_operator import GpuOperatorSettings
 from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.seam import Kube
@@ -117,11 +119,15 @@ class PlanController:
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _warned: set[tuple[str | None, str]] = field(default_factory=set)
     """Skipped objects already told so with an event: (uid, why)."""
+    scale_out: ScaleOutSettings = field(default_factory=ScaleOutSettings)
+    """Where the placeholders that ask the autoscaler for nodes live (spec.scaleOut)."""
     kueue: KueueHook = field(init=False)
     """Kueue, as this controller's plans see it (nothing where it is not installed)."""
+    scaler: ScaleOut = field(init=False)
 
     def __post_init__(self) -> None:
         self.kueue = KueueHook(self.api)
+        self.scaler = ScaleOut(self.api, self.scale_out)
 
     def _warn_skipped(self, skipped: Sequence[Skipped]) -> None:
         """A Warning event on each object a pass left out, once per object and reason (the
@@ -292,7 +298,19 @@ class PlanController:
             new["rebalanceHandled"] = annotation
         if not manifest.spec.dry_run:
             new.update(self._new_rollout(result.plan, manifest, status, now))
+        scaled = None
+        if manifest.spec.scale_out is not None or status.get("scaleOut"):
+            scaled = self.scaler.request(
+                body=body,
+                manifest=manifest,
+                plan=result.plan,
+                previous=status.get("scaleOut"),
+                now=now,
+            )
+            new["scaleOut"] = scaled.body()
         self._write(body, new)
+        if scaled is not None:
+            self._post(body, scaled)
         self._preflight_event(body, before=status.get("conditions") or [], after=new["conditions"])
         s = result.plan.summary
         metrics.DEMAND_MET.labels(plan=name).set(s.met / s.requested if s.requested else 1.0)
@@ -309,6 +327,35 @@ class PlanController:
             evictions=s.evictions,
             seconds=round(time.monotonic() - started, 3),
         )
+
+    def _post(self, body: PlanBody, outcome: Outcome) -> None:
+        for kind, reason, message in outcome.events:
+            self.events(body, kind, reason, message)
+
+    def _take_in_arrivals(
+        self, body: PlanBody, manifest: GPUPartitionPlan, now: datetime
+    ) -> PlanBody:
+        """Nodes asked of the autoscaler that joined: planned again now (after the nodes in
+        hand, during a rollout) so they are laid out; the plan as it is afterwards."""
+        name = body["metadata"]["name"]
+        status = body.get("status") or {}
+        outcome = self.scaler.watch(
+            body=body,
+            manifest=manifest,
+            previous=status.get("scaleOut"),
+            records=_records(status),
+            now=now,
+        )
+        update: dict[str, Any] = {"scaleOut": outcome.body()}
+        if outcome.arrived and rollout_in_progress(status):
+            update.update(replanPending=True, replanReason=ReplanReason.NODES_ARRIVED)
+        self._write(body, update)
+        self._post(body, outcome)
+        body = self.api.plans.get_plan(name=name) or body
+        if outcome.arrived and not rollout_in_progress(status):
+            self._replan(body, reason="scale-out", manifest=manifest)
+            body = self.api.plans.get_plan(name=name) or body
+        return body
 
     def _new_rollout(
         self, plan: Plan, manifest: GPUPartitionPlan, status: dict[str, Any], now: datetime
@@ -431,6 +478,8 @@ class PlanController:
             ):
                 self._replan(body, reason="spec", manifest=manifest)
                 body = self.api.plans.get_plan(name=name) or body
+            if manifest.spec.scale_out is not None or status.get("scaleOut"):
+                body = self._take_in_arrivals(body, manifest, now)
             failing = _condition(status.get("conditions") or [], TICK_FAILED)[0] == "True"
             # Read once: whether to re-plan for them, then what to tell them.
             waiting = self.kueue.waiting(plan=name)

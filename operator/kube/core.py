@@ -138,6 +138,22 @@ class Core:
             core.delete_namespaced_pod(pod.metadata.name, namespace)
         return len(pods)
 
+    def create_pod(self, *, namespace: str, body: dict[str, Any]) -> Any:
+        """Create the pod (`generateName` names it); the pod as created."""
+        return client.CoreV1Api(self.api).create_namespaced_pod(namespace, cast(Any, body))
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        """Delete the pod now (no grace period); False when it was gone."""
+        try:
+            client.CoreV1Api(self.api).delete_namespaced_pod(
+                name, namespace, grace_period_seconds=0
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def evict_pod(self, *, namespace: str, name: str, uid: str | None = None) -> str | None:
         """Ask the Eviction API to evict the pod (it honours PodDisruptionBudgets); with `uid`,
         only if the pod of that name is still that pod (a precondition the API server checks).

@@ -55,6 +55,12 @@ class CoreApi(Protocol):
     def delete_pods(self, *, namespace: str, label_selector: str, node: str) -> int:
         """Delete the pods on `node` matching `label_selector` in `namespace`; how many."""
 
+    def create_pod(self, *, namespace: str, body: dict[str, Any]) -> Any:
+        """Create the pod (`generateName` names it); the pod as created."""
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        """Delete the pod now (no grace period); False when it was gone."""
+
     def evict_pod(self, *, namespace: str, name: str, uid: str | None = None) -> str | None:
         """Evict through the Eviction API (PodDisruptionBudgets honoured): None when
         accepted or gone, else why it was refused; PodReplacedError when `uid` no longer

@@ -391,6 +391,15 @@ class FakeCore:
             self.store.delete("pods", pod.metadata.name, namespace)
         return len(pods)
 
+    def create_pod(self, *, namespace: str, body: dict[str, Any]) -> Any:
+        return self.models("pods", self.store.create("pods", body, namespace))
+
+    def delete_pod(self, *, namespace: str, name: str) -> bool:
+        if self.store.find("pods", name, namespace) is None:
+            return False
+        self.store.delete("pods", name, namespace)
+        return True
+
     def evict_pod(self, *, namespace: str, name: str, uid: str | None = None) -> str | None:
         found = self.store.find("pods", name, namespace)
         if found is None:

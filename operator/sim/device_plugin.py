@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 
 from migplan.operator.kube.seam import Kube
 from migplan.operator.nvml.emulator import FakeNvml
@@ -32,7 +32,8 @@ class SimulatedDevicePlugin:
         self._api = api
         self._nodes = nodes
         self._lock = threading.Lock()
-        self._bound: dict[str, dict[Binding, str]] = {n: {} for n in nodes}
+        # Per node; a node the fleet adopts later starts with none.
+        self._bound: defaultdict[str, dict[Binding, str]] = defaultdict(dict)
         self._pids: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._next_pid = itertools.count(10_000)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections import defaultdict
 from typing import Any
 
 from migplan.operator.dra.devices import DeviceKind, slice_devices
@@ -35,7 +36,8 @@ class SimulatedDraPlugin:
         self._api, self._nodes, self._catalog = api, nodes, catalog
         self._generation = dict.fromkeys(nodes, 0)
         self._lock = threading.Lock()
-        self._bound: dict[str, dict[Binding, str]] = {n: {} for n in nodes}
+        # Per node; a node the fleet adopts later starts with none.
+        self._bound: defaultdict[str, dict[Binding, str]] = defaultdict(dict)
         self._pids: dict[tuple[str, Binding], int] = {}
         self._next_pid = itertools.count(50_000)
         self._claims_read: tuple[float, list[dict[str, Any]]] = (float("-inf"), [])

@@ -80,20 +80,10 @@ class SimulatedFleet:
         self.plugin = SimulatedDevicePlugin(api=api, nodes=nodes)
         self.dra = SimulatedDraPlugin(api=api, nodes=nodes, catalog=catalog) if dra else None
         """NVIDIA's DRA kubelet plugin (static MIG devices), where the fleet runs one."""
-        bindings: Bindings = self.plugin if self.dra is None else _Both(self.plugin, self.dra)
-        self.agents = {
-            name: NodeAgent(
-                api=api,
-                node=name,
-                nvml=functools.partial(_binding, fake),
-                catalog=catalog,
-                bindings=bindings,
-                device_plugin=self.plugin,
-                allocatable_timeout=5.0,
-                dra_plugin=self.dra,
-            )
-            for name, fake in nodes.items()
-        }
+        self._bindings: Bindings = self.plugin if self.dra is None else _Both(self.plugin, self.dra)
+        self._api = api
+        self._catalog = catalog
+        self.agents = {name: self._agent(name, fake) for name, fake in nodes.items()}
         self.interval = interval
         self.hooks: list[Callable[[str], None]] = []
         """Run for every node in every sweep (a simulated mig-manager, say)."""
@@ -101,14 +91,36 @@ class SimulatedFleet:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def _agent(self, name: str, fake: FakeNvml) -> NodeAgent:
+        return NodeAgent(
+            api=self._api,
+            node=name,
+            nvml=functools.partial(_binding, fake),
+            catalog=self._catalog,
+            bindings=self._bindings,
+            device_plugin=self.plugin,
+            allocatable_timeout=5.0,
+            dra_plugin=self.dra,
+        )
+
+    def adopt(self, name: str, fake: FakeNvml) -> None:
+        """A node that joined while the fleet runs (an autoscaler added it): from the next
+        sweep its GPUs are `fake`, with an agent and the device plugin like every other."""
+        self.nodes[name] = fake  # the device plugins hold this mapping too
+        self.plugin.publish(name)
+        if self.dra is not None:
+            self.dra.publish(name)
+        self.agents = {**self.agents, name: self._agent(name, fake)}
+
     def sweep(self) -> None:
         """One pass over every node: bind scheduled pods, then run its agent once."""
+        names = list(self.agents)  # `adopt` may add one meanwhile
         if self.workers == 1:
-            for name in self.agents:
+            for name in names:
                 self._visit(name)
             return
         with ThreadPoolExecutor(self.workers, thread_name_prefix="simulated-node") as pool:
-            list(pool.map(self._visit, self.agents))
+            list(pool.map(self._visit, names))
 
     def _visit(self, name: str) -> None:
         try:

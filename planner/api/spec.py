@@ -422,7 +422,7 @@ class ScaleOutOffer(CamelModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=16, strict=True, description="GPUs per node")]
     node_selector: Annotated[
         dict[
-            Annotated[str, Field(max_length=317, pattern=LABEL_KEY)],
+            Annotated[str, Field(max_length=317)],
             Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)],
         ],
         Field(
@@ -450,6 +450,15 @@ class ScaleOutOffer(CamelModel):
             description="new nodes of this kind one plan may ask for",
         ),
     ]
+
+    @field_validator("node_selector")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        # Checked here, not as a schema pattern: CRD schemas allow no patternProperties.
+        for key in value:
+            if not re.match(LABEL_KEY, key):
+                raise ValueError(f"{key!r} is not a label key")
+        return value
 
 
 class ScaleOutSpec(CamelModel):

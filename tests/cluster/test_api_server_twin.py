@@ -241,6 +241,21 @@ def test_evictions_check_the_uid_and_finalizers_leave_a_pod_terminating(twin: Tw
     assert held.metadata.deletion_timestamp is not None
 
 
+def test_a_pod_created_by_generate_name_is_deleted_once(twin: Twin) -> None:
+    api, namespace = twin.api, twin.prefix
+    twin.create_raw("namespaces", {"metadata": {"name": namespace}})
+    body = _pod("unused")
+    body["metadata"] = {"generateName": "reserve-", "labels": {"migplan.io/plan": "p"}}
+    created = api.core.create_pod(namespace=namespace, body=body)
+    assert created.metadata.name.startswith("reserve-")
+    assert created.metadata.name != "reserve-"
+    (listed,) = api.core.list_pods(namespace=namespace, label_selector="migplan.io/plan=p")
+    assert listed.metadata.uid == created.metadata.uid
+    assert api.core.delete_pod(namespace=namespace, name=created.metadata.name) is True
+    assert api.core.get_pod(namespace=namespace, name=created.metadata.name) is None
+    assert api.core.delete_pod(namespace=namespace, name=created.metadata.name) is False
+
+
 def test_a_config_map_edit_creates_then_changes_it(twin: Twin) -> None:
     api, namespace = twin.api, twin.prefix
     twin.create_raw("namespaces", {"metadata": {"name": namespace}})

@@ -107,6 +107,12 @@ def test_defaults_are_safe() -> None:
             "operator Exists takes no value",
         ),
         (
+            lambda d: d["spec"].update(
+                scaleOut={"offers": [{**OFFER, "nodeSelector": {"bad key!": "x", "pool": "a"}}]}
+            ),
+            "'bad key!' is not a label key",
+        ),
+        (
             lambda d: d["spec"].update(scaleOut={"offers": [OFFER], "timeout": "0s"}),
             "duration must be positive",
         ),
