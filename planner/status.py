@@ -143,9 +143,10 @@ class ScaleOutRequest(CamelModel):
 
 
 class ScaleOutStatus(CamelModel):
-    """`status.scaleOut`: the nodes asked of the autoscaler (spec.scaleOut) and what came."""
+    """`status.scaleOut`: the nodes asked of the autoscaler (spec.scaleOut) and what came.
+    Its maps take null for a key, so a merge patch can remove it."""
 
-    wanted: dict[str, int] = Field(
+    wanted: dict[str, int | None] = Field(
         default_factory=dict, description="new nodes per offer the last plan asks for"
     )
     requests: tuple[ScaleOutRequest, ...] = Field(
@@ -156,7 +157,12 @@ class ScaleOutStatus(CamelModel):
         description="nodes that joined for this plan and are kept from consolidation until "
         "laid out",
     )
-    timed_out: dict[str, str] = Field(
+    released: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="node -> when it was laid out and released: watched until a pod uses its "
+        "instances, or reported unused after the timeout",
+    )
+    timed_out: dict[str, str | None] = Field(
         default_factory=dict,
         description="offer -> when its request was last withdrawn (not asked again for a timeout)",
     )

@@ -307,7 +307,7 @@ class PlanController:
                 previous=status.get("scaleOut"),
                 now=now,
             )
-            new["scaleOut"] = scaled.body()
+            new["scaleOut"] = scaled.body(status.get("scaleOut"))
         self._write(body, new)
         if scaled is not None:
             self._post(body, scaled)
@@ -346,7 +346,7 @@ class PlanController:
             records=_records(status),
             now=now,
         )
-        update: dict[str, Any] = {"scaleOut": outcome.body()}
+        update: dict[str, Any] = {"scaleOut": outcome.body(status.get("scaleOut"))}
         if outcome.arrived and rollout_in_progress(status):
             update.update(replanPending=True, replanReason=ReplanReason.NODES_ARRIVED)
         self._write(body, update)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from kubernetes.client.exceptions import ApiException
@@ -27,6 +27,7 @@ from migplan.operator.kube.bodies import PlanBody
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.group import API_VERSION
 from migplan.planner.api.spec import GPUPartitionPlan, ScaleOutOffer, duration_seconds
+from migplan.planner.hardware.resources import is_mig_resource
 from migplan.planner.plan import Plan
 from migplan.planner.rollout.records import NodeRollout
 from migplan.planner.rollout.schedule import parse_timestamp, timestamp
@@ -41,6 +42,7 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ARRIVED_FOR = "migplan.io/scale-out-for"
 """Set beside DO_NOT_DISRUPT on a node that arrived for a plan: the plan's name."""
 WHOLE_GPU = "nvidia.com/gpu"
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -52,9 +54,15 @@ class Outcome:
     events: list[tuple[str, str, str]] = field(default_factory=list)
     arrived: list[str] = field(default_factory=list)
 
-    def body(self) -> dict[str, Any]:
-        """status.scaleOut as written."""
-        return self.status.model_dump(mode="json", by_alias=True)
+    def body(self, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+        """status.scaleOut as a merge patch over `previous`: keys gone from its maps are
+        written as null, or the merge would keep them."""
+        new = self.status.model_dump(mode="json", by_alias=True)
+        for key, value in new.items():
+            old = (previous or {}).get(key)
+            if isinstance(value, dict) and isinstance(old, dict):
+                value.update(dict.fromkeys(old.keys() - value.keys()))
+        return new
 
 
 def placeholder_body(
@@ -181,7 +189,7 @@ class ScaleOut:
         timeout = timedelta(seconds=duration_seconds(spec.timeout)) if spec else timedelta()
         timed_out = {
             offer: when
-            for offer, when in before.timed_out.items()
+            for offer, when in _present(before.timed_out).items()
             if parse_timestamp(when) + timeout > now
         }
         held = {offer: n for offer, n in wanted.items() if offer in timed_out}
@@ -246,7 +254,7 @@ class ScaleOut:
         timeout = timedelta(seconds=duration_seconds(spec.timeout if spec else "15m"))
         events: list[tuple[str, str, str]] = []
         arrived: list[str] = []
-        timed_out = dict(before.timed_out)
+        timed_out = _present(before.timed_out)
         left: list[ScaleOutRequest] = []
         for p in self._placeholders(name, before):
             if p.node is not None and self._reported(p.node):
@@ -283,36 +291,70 @@ class ScaleOut:
                     ScaleOutRequest(offer=p.offer, placeholder=p.name, since=p.since, node=p.node)
                 )
         keep = []
+        released = _present(before.released)
         for node in before.arrived:
             record = records.get(node)
             if record is not None and record.in_progress:
                 keep.append(node)
                 continue
             self._release(node, plan=name)
-            used = record is not None
+            if record is None:
+                events.append(
+                    (
+                        "Warning",
+                        "ScaleOutUnused",
+                        f"node {node} joined but the plan no longer needs it: left to the "
+                        "autoscaler",
+                    )
+                )
+                continue
+            released[node] = timestamp(now)
             events.append(
                 (
                     "Normal",
                     "ScaleOutLaidOut",
                     f"node {node} laid out; the autoscaler may consolidate it when idle",
                 )
-                if used
-                else (
-                    "Warning",
-                    "ScaleOutUnused",
-                    f"node {node} joined but the plan no longer needs it: left to the autoscaler",
-                )
             )
-        held = {o: n for o, n in before.wanted.items() if o in timed_out}
+        for node, since in list(released.items()):
+            if self._serves_mig_pods(node):
+                del released[node]
+            elif parse_timestamp(since) + timeout <= now:
+                del released[node]
+                events.append(
+                    (
+                        "Warning",
+                        "ScaleOutUnused",
+                        f"node {node} was laid out for this plan but no pod has used its "
+                        f"instances within {spec.timeout if spec else '15m'}: left to the "
+                        "autoscaler",
+                    )
+                )
+        wanted = _present(before.wanted)
+        held = {o: n for o, n in wanted.items() if o in timed_out}
         status = before.model_copy(
             update={
                 "requests": tuple(left),
                 "arrived": tuple(keep + arrived),
+                "released": released,
                 "timed_out": timed_out,
-                "message": _message(before.wanted, held, [r.offer for r in left if not r.node]),
+                "message": _message(wanted, held, [r.offer for r in left if not r.node]),
             }
         )
         return Outcome(status=status, events=events, arrived=arrived)
+
+    def _serves_mig_pods(self, node: str) -> bool:
+        """Whether a pod on `node` asks for MIG instances (the node is in use)."""
+        for pod in self.api.core.pods_on_node(node=node):
+            for container in pod.spec.containers or []:
+                resources = container.resources
+                asked = {
+                    **((resources and resources.requests) or {}),
+                    **((resources and resources.limits) or {}),
+                }
+                if any(is_mig_resource(key) for key in asked):
+                    return True
+        return False
 
     def _reported(self, node: str) -> bool:
         """Whether `node`'s agent has reported its GPUs (the planner can lay it out)."""
@@ -333,6 +375,11 @@ class ScaleOut:
         self.api.core.patch_node(
             name=node, body={"metadata": {"annotations": {DO_NOT_DISRUPT: None, ARRIVED_FOR: None}}}
         )
+
+
+def _present(values: Mapping[str, _T | None]) -> dict[str, _T]:
+    """A status map without the keys a merge patch removed (null)."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _message(wanted: Mapping[str, int], held: Mapping[str, int], waiting: Sequence[str]) -> str:

@@ -102,7 +102,8 @@ def test_a_dry_run_asks_for_nothing(cluster: InMemoryCluster) -> None:
     assert status(cluster, "p")["scaleOut"]["wanted"] == {}
 
 
-def test_a_node_that_joins_is_laid_out_then_released(cluster: InMemoryCluster) -> None:
+@pytest.mark.parametrize("used", [True, False], ids=["used", "unused"])
+def test_a_node_that_joins_is_laid_out_then_released(cluster: InMemoryCluster, used: bool) -> None:
     clock = Clock()
     plans = controller(cluster, clock)
     cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
@@ -131,6 +132,13 @@ def test_a_node_that_joins_is_laid_out_then_released(cluster: InMemoryCluster) -
     assert DO_NOT_DISRUPT not in annotations
     assert "ScaleOutLaidOut" in reasons(plans)
     assert placeholders(cluster) == [], status(cluster, "p")
+    assert "new-1" in status(cluster, "p")["scaleOut"]["released"]
+    if used:
+        cluster.add_pod("ml", "on-new", node="new-1", requests={RESOURCE + "3g.40gb": "1"})
+    clock.now += timedelta(minutes=16)
+    plans.tick("p")
+    assert status(cluster, "p")["scaleOut"]["released"] == {}
+    assert ("ScaleOutUnused" in reasons(plans)) is not used
 
 
 def test_a_request_nobody_answers_is_withdrawn_and_not_repeated_at_once(
