@@ -201,6 +201,9 @@ def status(
         for condition in conditions:
             if condition.get("status") == "True" and condition["type"] != "Planned":
                 out.print(f"  {condition['type']}: {condition.get('message', '')}")
+        scale_out = ((item.get("status") or {}).get("scaleOut") or {}).get("message")
+        if scale_out:
+            out.print(f"  Scale-out: {scale_out}")
         table = _nodes_table(item)
         if table is not None:
             out.print(table)

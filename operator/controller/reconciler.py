@@ -222,9 +222,14 @@ class PlanController:
         """The plan is being deleted: uncordon the nodes it cordoned (a node in hand keeps
         the geometry it has; its NodePartition stays, so its agent keeps reporting). Its
         DeviceTaintRules go in the ticker's next round (`PlanTicker`), which also catches
-        deletions this handler never saw."""
+        deletions this handler never saw. Nodes that joined for its scale-out and are still
+        kept from consolidation are let go (its placeholders go with it: it owns them)."""
         with self._lock(name):
             released = release_nodes(self.api, plan=name)
+            body = self.api.plans.get_plan(name=name)
+            arrived = ((body or {}).get("status") or {}).get("scaleOut") or {}
+            for node in arrived.get("arrived") or ():
+                self.scaler.release(node, plan=name)
         if released:
             log.info("plan deleted mid-rollout: nodes uncordoned", plan=name, nodes=released)
         metrics.set_phase(name, None)

@@ -297,7 +297,7 @@ class ScaleOut:
             if record is not None and record.in_progress:
                 keep.append(node)
                 continue
-            self._release(node, plan=name)
+            self.release(node, plan=name)
             if record is None:
                 events.append(
                     (
@@ -361,7 +361,7 @@ class ScaleOut:
         partition = self.api.plans.get_node_partition(name=node)
         return bool(partition and ((partition.get("status") or {}).get("gpus")))
 
-    def _release(self, node: str, *, plan: str) -> None:
+    def release(self, node: str, *, plan: str) -> None:
         """Let the autoscaler have `node` again (where this plan kept it)."""
         try:
             current = self.api.core.get_node(name=node)

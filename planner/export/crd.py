@@ -245,6 +245,13 @@ def plan_crd() -> Schema:
                 "description": "Passed, Warnings, or the check that refused a node",
                 "priority": 1,
             },
+            {
+                "name": "Scale-Out",
+                "type": "string",
+                "jsonPath": ".status.scaleOut.message",
+                "description": "nodes asked of the autoscaler and not yet joined (spec.scaleOut)",
+                "priority": 1,
+            },
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
     )

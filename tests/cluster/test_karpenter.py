@@ -9,6 +9,7 @@ out when it joins, the pods run; gone, the node is consolidated."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from harness import ControlPlane, build_binaries
 from nodes import POOL, mig_pod
-from operator_proc import ROOT, install_crds, operator_service_account, running_operator
+from operator_proc import MIGPLAN, ROOT, install_crds, operator_service_account, running_operator
 from pools import ALWAYS_OPEN, apply, build_pool, make_plan, plan_status, running
 from waiting import wait_for
 
@@ -206,6 +207,12 @@ def test_mig_pods_no_node_serves_get_a_node_from_karpenter_laid_out_on_arrival(
         "kind": "KWOKNodeClass",
         "metadata": {"name": "default"},
     }
+    for example in (
+        "nodepool.yaml",
+        "plan.yaml",
+    ):  # README's, as Karpenter's and our CRDs take them
+        path = ROOT / "examples" / "scale-out" / example
+        cp.kubectl("apply", "--dry-run=server", "-f", str(path))
     try:
         apply(cp, node_class, _node_pool(pool))
         apply(cp, *(mig_pod(n, profile="3g.40gb", namespace=pool, pool=pool) for n in names))
@@ -225,7 +232,16 @@ def test_mig_pods_no_node_serves_get_a_node_from_karpenter_laid_out_on_arrival(
             )
             status = plan_status(cp, pool)
             reasons = _event_reasons(cp, pool)
+            shown = subprocess.run(
+                [MIGPLAN, "status", pool, "--kubeconfig", str(cp.kubeconfig)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            columns = cp.kubectl("get", "gpp", pool, "-o", "wide").stdout
         assert status["scaleOut"]["requests"] == []
+        assert "Scale-out: no new node needed" in shown
+        assert "SCALE-OUT" in columns.splitlines()[0]
         assert {"ScaleOutRequested", "ScaleOutArrived", "ScaleOutLaidOut"} <= reasons
         assert not _objects_matching(cp, "pods", "migplan.io/plan=scale", "migplan-system")
         on_new = [

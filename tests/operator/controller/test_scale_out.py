@@ -161,3 +161,23 @@ def test_a_request_nobody_answers_is_withdrawn_and_not_repeated_at_once(
     clock.now += timedelta(minutes=11)
     plans.spec_changed("p")
     assert len(placeholders(cluster)) == 1
+
+
+def test_a_plan_deleted_while_its_new_node_waits_lets_the_node_go(
+    cluster: InMemoryCluster,
+) -> None:
+    clock = Clock()
+    plans = controller(cluster, clock)
+    cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
+    plans.spec_changed("p")
+    settle(cluster, plans, clock)
+    (pod,) = placeholders(cluster)
+    cluster.add_node("new-1", labels={**LABELS, **OFFER["nodeSelector"]})
+    cluster.store.patch(
+        "pods", pod.metadata.name, {"spec": {"nodeName": "new-1"}}, namespace=NAMESPACE
+    )
+    report(cluster, "new-1", "-", {})
+    plans.tick("p")
+    assert DO_NOT_DISRUPT in cluster.core.get_node(name="new-1").metadata.annotations
+    plans.forget("p")
+    assert DO_NOT_DISRUPT not in (cluster.core.get_node(name="new-1").metadata.annotations or {})
