@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scenarios
+from report import write_json
 
 from migplan.planner.api.inventory import Inventory, resolve_inventory
 from migplan.planner.api.spec import GPUPartitionPlan
@@ -307,25 +307,15 @@ def main() -> None:
             )
     print()
     print_table(rows)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "benchmark": "fragmented",
-                "python": platform.python_version(),
-                "machine": platform.machine(),
-                "cpus": os.cpu_count(),
-                "time_limit": args.time_limit or 10.0,
-                "cli_pythonpath": args.cli_pythonpath,
-                "inventory_format": "json" if args.json_inventory else "yaml",
-                "scenarios": scenarios.fragmented.__doc__,
-                "rows": [asdict(r) for r in rows],
-            },
-            indent=2,
-        )
-        + "\n"
+    write_json(
+        args.json,
+        benchmark="fragmented",
+        time_limit=args.time_limit or 10.0,
+        cli_pythonpath=args.cli_pythonpath,
+        inventory_format="json" if args.json_inventory else "yaml",
+        scenarios=scenarios.fragmented.__doc__,
+        rows=[asdict(r) for r in rows],
     )
-    print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -19,10 +19,7 @@ After the covered GPUs' plan, the pods left unmet are what the new nodes are for
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import sys
 import time
 from collections import Counter
@@ -33,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scenarios
+from report import write_json
 
 from migplan.planner.api.inventory import Inventory
 from migplan.planner.api.spec import GPUPartitionPlan
@@ -199,21 +197,7 @@ def main() -> None:
         )
     print()
     print_table(rows)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "benchmark": "scale-out",
-                "python": platform.python_version(),
-                "machine": platform.machine(),
-                "cpus": os.cpu_count(),
-                "rows": [asdict(r) for r in rows],
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"wrote {args.json}")
+    write_json(args.json, benchmark="scale-out", rows=[asdict(r) for r in rows])
 
 
 if __name__ == "__main__":

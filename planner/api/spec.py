@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Self
 from zoneinfo import available_timezones
 
 from croniter import CroniterBadDateError, croniter
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
 from migplan.planner.api.group import ApiVersion
 from migplan.planner.api.labels import LABEL_KEY, LABEL_VALUE
@@ -54,6 +54,12 @@ def positive_duration(text: str) -> str:
     if seconds > MAX_DURATION_SECONDS:
         raise ValueError(f"duration {text!r} is longer than a year (8784h)")
     return text
+
+
+PositiveDuration = Annotated[
+    str, Field(pattern=DURATION.pattern, max_length=32), AfterValidator(positive_duration)
+]
+"""A duration field: longer than zero, at most a year."""
 
 
 def check_cron(text: str) -> str:
@@ -263,9 +269,7 @@ class WindowSpec(CamelModel):
     start: Annotated[
         str, Field(max_length=128, description="5-field cron expression of the window's start")
     ]
-    duration: Annotated[
-        str, Field(pattern=DURATION.pattern, max_length=32, description="e.g. 2h or 90m")
-    ]
+    duration: Annotated[PositiveDuration, Field(description="e.g. 2h or 90m")]
     time_zone: Annotated[
         str, Field(max_length=64, description="IANA time zone of start, e.g. Europe/Berlin")
     ] = "UTC"
@@ -274,11 +278,6 @@ class WindowSpec(CamelModel):
     @classmethod
     def _cron(cls, value: str) -> str:
         return check_cron(value)
-
-    @field_validator("duration")
-    @classmethod
-    def _positive(cls, value: str) -> str:
-        return positive_duration(value)
 
     @field_validator("time_zone")
     @classmethod
@@ -297,19 +296,12 @@ class RolloutSpec(CamelModel):
         int, Field(ge=1, strict=True, description="nodes reconfigured at once")
     ] = 1
     drain_timeout: Annotated[
-        str,
+        PositiveDuration,
         Field(
-            pattern=DURATION.pattern,
-            max_length=32,
             description="give a node up (uncordon, geometry unchanged) if its pods are not "
             "gone by then",
         ),
     ] = "10m"
-
-    @field_validator("drain_timeout")
-    @classmethod
-    def _positive(cls, value: str) -> str:
-        return positive_duration(value)
 
 
 class SolverSpec(CamelModel):
@@ -471,19 +463,12 @@ class ScaleOutSpec(CamelModel):
         Field(ge=1, le=512, strict=True, description="new nodes in all, over every offer"),
     ] = None
     timeout: Annotated[
-        str,
+        PositiveDuration,
         Field(
-            pattern=DURATION.pattern,
-            max_length=32,
             description="withdraw the request (delete the placeholders) for nodes that have "
             "not joined by then",
         ),
     ] = "15m"
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive(cls, value: str) -> str:
-        return positive_duration(value)
 
     @model_validator(mode="after")
     def _names_differ(self) -> Self:

@@ -46,33 +46,8 @@ def test_karpenter_launches_a_gpu_node_for_whole_gpus_and_removes_it_empty(
     karpenter_plane: ControlPlane,
 ) -> None:
     cp = karpenter_plane
-    pool = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "h100-8x"},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"migplan.io/pool": "scale-out"}},
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.kwok.sh",
-                        "kind": "KWOKNodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [
-                        {
-                            "key": "node.kubernetes.io/instance-type",
-                            "operator": "In",
-                            "values": ["gpu-h100-8x"],
-                        }
-                    ],
-                    "taints": [TAINT],
-                },
-            },
-            "limits": {"nvidia.com/gpu": "16"},
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"},
-        },
-    }
+    pool = node_pool("h100-8x", labels={"migplan.io/pool": "scale-out"}, taint=TAINT)
+    pool["spec"]["disruption"]["consolidateAfter"] = "0s"
     node_class = {
         "apiVersion": "karpenter.kwok.sh/v1alpha1",
         "kind": "KWOKNodeClass",
@@ -142,23 +117,16 @@ def adopting(fleet: SimulatedFleet, cp: ControlPlane, selector: str) -> Iterator
         thread.join(timeout=10)
 
 
-def _node_pool(pool: str) -> dict:
-    """Karpenter's pool of 8-GPU H100 nodes, labelled and tainted as a migplan pool's."""
+def node_pool(name: str, *, labels: dict[str, str], taint: dict[str, str]) -> dict:
+    """A Karpenter NodePool of `gpu-h100-8x` kwok nodes (8 whole H100s each, two at most)
+    with `labels` and `taint`, consolidated when empty."""
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
-        "metadata": {"name": f"{pool}-h100"},
+        "metadata": {"name": name},
         "spec": {
             "template": {
-                "metadata": {
-                    "labels": {
-                        POOL: pool,
-                        "nvidia.com/gpu.product": H100,
-                        "nvidia.com/gpu.count": "8",
-                        "nvidia.com/mig.capable": "true",
-                        "nvidia.com/mig.strategy": "mixed",
-                    }
-                },
+                "metadata": {"labels": labels},
                 "spec": {
                     "nodeClassRef": {
                         "group": "karpenter.kwok.sh",
@@ -172,7 +140,7 @@ def _node_pool(pool: str) -> dict:
                             "values": ["gpu-h100-8x"],
                         }
                     ],
-                    "taints": [{"key": POOL, "value": pool, "effect": "NoSchedule"}],
+                    "taints": [taint],
                 },
             },
             "limits": {"nvidia.com/gpu": "16"},
@@ -214,7 +182,15 @@ def test_mig_pods_no_node_serves_get_a_node_from_karpenter_laid_out_on_arrival(
         path = ROOT / "examples" / "scale-out" / example
         cp.kubectl("apply", "--dry-run=server", "-f", str(path))
     try:
-        apply(cp, node_class, _node_pool(pool))
+        labels = {
+            POOL: pool,
+            "nvidia.com/gpu.product": H100,
+            "nvidia.com/gpu.count": "8",
+            "nvidia.com/mig.capable": "true",
+            "nvidia.com/mig.strategy": "mixed",
+        }
+        taint = {"key": POOL, "value": pool, "effect": "NoSchedule"}
+        apply(cp, node_class, node_pool(f"{pool}-h100", labels=labels, taint=taint))
         apply(cp, *(mig_pod(n, profile="3g.40gb", namespace=pool, pool=pool) for n in names))
         joined = f"karpenter.sh/nodepool={pool}-h100"
         with adopting(fleet, cp, joined), running_operator(cp, kubeconfig=kubeconfig):
