@@ -195,9 +195,12 @@ class ScaleOut:
         held = {offer: n for offer, n in wanted.items() if offer in timed_out}
         events: list[tuple[str, str, str]] = []
         unbound: dict[str, list[_Placeholder]] = {}
+        bound: list[_Placeholder] = []  # their nodes joined; the next tick takes them in
         for p in self._placeholders(name, before):
             if p.node is None:
                 unbound.setdefault(p.offer, []).append(p)
+            else:
+                bound.append(p)
         asked = []
         for offer in sorted(set(wanted) | set(unbound)):
             want = 0 if offer in held or offer not in offers else wanted.get(offer, 0)
@@ -226,11 +229,11 @@ class ScaleOut:
         status = ScaleOutStatus(
             wanted=wanted,
             requests=tuple(
-                ScaleOutRequest(offer=p.offer, placeholder=p.name, since=p.since)
-                for offer in sorted(unbound)
-                for p in unbound[offer]
+                ScaleOutRequest(offer=p.offer, placeholder=p.name, since=p.since, node=p.node)
+                for p in [*(p for offer in sorted(unbound) for p in unbound[offer]), *bound]
             ),
             arrived=before.arrived,
+            released=_present(before.released),
             timed_out=timed_out,
             message=message,
         )

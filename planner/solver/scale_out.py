@@ -192,7 +192,9 @@ def plan_scale_out(
             status=first.status_name(status),
             items=_items(left, [0] * len(left)),
             bound=bound,
-            reason="no new node within the offers and budget meets any of it",
+            reason="no new node within the offers and budget meets any of it"
+            if proven
+            else f"none found in the time limit (new nodes might meet up to weight {bound})",
         )
     _hint(m, first)
     m.model.add(m.weighted_met() >= best)
@@ -225,7 +227,7 @@ def _result(
     for node in m.nodes:
         if not solver.value(node.used):
             continue
-        hosts = []
+        hosts: list[Hosted] = []
         needed: Counter[str] = Counter()
         for n, (units, rows) in sorted(node.hosted.items()):
             got = int(solver.value(units))
@@ -238,6 +240,8 @@ def _result(
             hosted = Hosted(demand=m.left[n][0], units=got, parts=parts)
             needed.update(hosted.served())
             hosts.append(hosted)
+        if not hosts:  # a plan cut short by the time limit may keep an idle node
+            continue
         layouts = [
             option
             for option, var in zip(node.options, node.gpus, strict=True)
@@ -253,13 +257,14 @@ def _result(
                 hosts=tuple(hosts),
             )
         )
+    offers = {node.offer.name: node.offer for node in m.nodes}
     met = [int(solver.value(v)) for v in m.met]
     weighted = sum(demand_weight(item) * got for (_, item), got in zip(m.left, met, strict=True))
     return ScaleOutPlan(
         status="OPTIMAL" if proven else "FEASIBLE",
         nodes=tuple(nodes),
         items=_items(m.left, met),
-        cost=sum(n.offer.cost for n in m.nodes if solver.value(n.used)),
+        cost=sum(offers[n.offer].cost for n in nodes),
         weighted_met=weighted,
         bound=max(bound, weighted),
     )

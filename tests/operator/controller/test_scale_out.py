@@ -133,6 +133,8 @@ def test_a_node_that_joins_is_laid_out_then_released(cluster: InMemoryCluster, u
     assert "ScaleOutLaidOut" in reasons(plans)
     assert placeholders(cluster) == [], status(cluster, "p")
     assert "new-1" in status(cluster, "p")["scaleOut"]["released"]
+    plans.spec_changed("p")  # planned again: the node is still watched
+    assert "new-1" in status(cluster, "p")["scaleOut"]["released"]
     if used:
         cluster.add_pod("ml", "on-new", node="new-1", requests={RESOURCE + "3g.40gb": "1"})
     clock.now += timedelta(minutes=16)
