@@ -4,7 +4,11 @@ checks."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from migplan.planner.api.offers import Offer
 from migplan.planner.api.spec import PolicySpec
@@ -124,3 +128,67 @@ def test_the_validator_refuses_a_part_met_gang_and_nodes_past_the_budget() -> No
     assert any("gang PodGroup ml/g is part met" in p for p in problems), problems
     problems = [str(p) for p in scale_out_problems(scale, left, [offer(gpus=2)], budget=0)]
     assert any("maxNodes is 0" in p for p in problems), problems
+
+
+MODELS = [default_catalog().model(k) for k in ("A30", "A100-40GB", "H100-80GB")]
+
+
+@st.composite
+def scale_out_cases(draw) -> tuple[list[Offer], list[tuple[int, DemandItem]], int | None]:
+    """1-2 offers of small nodes and pending items of their models' profiles: plain,
+    either/or, bundles, some in a gang."""
+    offers = [
+        Offer(
+            f"o{k}",
+            model,
+            draw(st.integers(1, 2)),
+            draw(st.integers(1, 3)),
+            draw(st.integers(1, 3)),
+        )
+        for k, model in enumerate(draw(st.lists(st.sampled_from(MODELS), min_size=1, max_size=2)))
+    ]
+    names = sorted({p.name for o in offers for p in o.model.profiles if "+" not in p.name})
+    left = []
+    for n in range(draw(st.integers(1, 4))):
+        profiles = tuple(
+            draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
+        )
+        count = draw(st.integers(1, 4))
+        gang = draw(st.sampled_from(["", "", "PodGroup ml/g"]))
+        if draw(st.booleans()):
+            item = DemandItem(
+                profiles[0],
+                count,
+                draw(st.integers(1, 3)),
+                DemandKind.FREE,
+                per_pod=(Part(profiles, draw(st.integers(2, 3))),),
+            )
+        else:
+            item = DemandItem(
+                profiles[0],
+                count,
+                draw(st.integers(1, 3)),
+                DemandKind.FREE,
+                alternatives=profiles[1:],
+            )
+        if gang:
+            item = replace(item, gang=gang, gang_minimum=1)
+        left.append((n, item))
+    gangs = [item for _, item in left if item.gang]
+    if gangs:  # one gang: its minimum is all of its units
+        least = sum(item.count for item in gangs)
+        left = [(n, replace(i, gang_minimum=least) if i.gang else i) for n, i in left]
+    return offers, left, draw(st.none() | st.integers(0, 3))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(scale_out_cases())
+def test_new_nodes_always_validate_and_a_larger_budget_never_meets_less(case) -> None:
+    offers, left, budget = case
+    scale = plan_scale_out(offers, left, PolicySpec(), budget=budget, time_limit=10)
+    assert scale_out_problems(scale, left, offers, budget=budget) == []
+    assert all(node.hosts for node in scale.nodes)
+    assert scale.status == "OPTIMAL"
+    if budget is not None:
+        more = plan_scale_out(offers, left, PolicySpec(), budget=budget + 1, time_limit=10)
+        assert more.weighted_met >= scale.weighted_met
