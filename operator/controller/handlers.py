@@ -228,8 +228,9 @@ def on_gpu_node(
     annotations: Any = None,
     **_: Any,
 ) -> None:
-    """A MIG-capable node: make sure it has a NodePartition for its agent, and note whether
-    a plan holds it cordoned (the ticker reads that instead of listing nodes)."""
+    """A MIG-capable node: make sure it has a NodePartition for its agent, note whether a
+    plan holds it cordoned (the ticker reads that instead of listing nodes), and let it go
+    where a plan that is gone kept it from consolidation (scale-out)."""
     runtime = _runtime(memo)
     if type == "DELETED":
         runtime.cordons.forget(name)
@@ -237,3 +238,5 @@ def on_gpu_node(
     else:
         runtime.cordons.saw(name=name, annotations=annotations, owner_key=CORDONED_BY)
         runtime.partitions.ensure(node=name, uid=uid)
+        if runtime.acting():
+            runtime.controller.scaler.let_go_if_orphaned(node=name, annotations=annotations or {})

@@ -364,6 +364,16 @@ class ScaleOut:
         partition = self.api.plans.get_node_partition(name=node)
         return bool(partition and ((partition.get("status") or {}).get("gpus")))
 
+    def let_go_if_orphaned(self, *, node: str, annotations: Mapping[str, str]) -> bool:
+        """Release `node` if the plan it arrived for is gone (deleted while the operator was
+        away, say): True when it did. Called for every MIG-capable node the operator sees."""
+        plan = annotations.get(ARRIVED_FOR)
+        if not plan or self.api.plans.get_plan(name=plan) is not None:
+            return False
+        self.release(node, plan=plan)
+        log.info("scale-out node let go: its plan is gone", node=node, plan=plan)
+        return True
+
     def release(self, node: str, *, plan: str) -> None:
         """Let the autoscaler have `node` again (where this plan kept it)."""
         try:

@@ -183,3 +183,14 @@ def test_a_plan_deleted_while_its_new_node_waits_lets_the_node_go(
     assert DO_NOT_DISRUPT in cluster.core.get_node(name="new-1").metadata.annotations
     plans.forget("p")
     assert DO_NOT_DISRUPT not in (cluster.core.get_node(name="new-1").metadata.annotations or {})
+
+
+def test_a_node_kept_for_a_plan_that_is_gone_is_let_go(cluster: InMemoryCluster) -> None:
+    plans = controller(cluster, Clock())
+    kept = {DO_NOT_DISRUPT: "true", ARRIVED_FOR: "gone"}
+    cluster.add_node("new-1", labels=LABELS)
+    cluster.core.patch_node(name="new-1", body={"metadata": {"annotations": kept}})
+    cluster.store.create(PLANS, plan_body("here"))
+    assert not plans.scaler.let_go_if_orphaned(node="new-1", annotations={ARRIVED_FOR: "here"})
+    assert plans.scaler.let_go_if_orphaned(node="new-1", annotations=kept)
+    assert DO_NOT_DISRUPT not in (cluster.core.get_node(name="new-1").metadata.annotations or {})
