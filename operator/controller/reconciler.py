@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -74,6 +74,9 @@ STALE_REPLANS = 3
 """Automatic re-plans after nodes were given up because the cluster changed under the plan."""
 TICK_FAILED = ConditionType.TICK_FAILED
 """Condition set while the plan's periodic work fails (cleared by the next good tick)."""
+ARRIVAL_RETRY = 30.0
+"""Seconds between re-plans for a node that joined for a scale-out but that the last plan
+left out (preflight refused it while the GPU Operator's pods start, say)."""
 MESSAGE_LIMIT = 1024
 """Longest error message written into a condition or an event."""
 REBALANCE = "migplan.io/rebalance"
@@ -349,15 +352,20 @@ class PlanController:
             manifest=manifest,
             previous=status.get("scaleOut"),
             records=_records(status),
+            left_out=((status.get("plan") or {}).get("leftOut") or {}).keys(),
             now=now,
         )
         update: dict[str, Any] = {"scaleOut": outcome.body(status.get("scaleOut"))}
-        if outcome.arrived and rollout_in_progress(status):
+        last = status.get("lastPlanned")
+        again = bool(outcome.waiting) and (
+            last is None or now - parse_timestamp(last) >= timedelta(seconds=ARRIVAL_RETRY)
+        )
+        if (outcome.arrived or again) and rollout_in_progress(status):
             update.update(replanPending=True, replanReason=ReplanReason.NODES_ARRIVED)
         self._write(body, update)
         self._post(body, outcome)
         body = self.api.plans.get_plan(name=name) or body
-        if outcome.arrived and not rollout_in_progress(status):
+        if (outcome.arrived or again) and not rollout_in_progress(status):
             self._replan(body, reason="scale-out", manifest=manifest)
             body = self.api.plans.get_plan(name=name) or body
         return body

@@ -14,7 +14,7 @@ done the annotation goes, so scale-in stays the autoscaler's. Placeholders unbou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -47,12 +47,14 @@ _T = TypeVar("_T")
 
 @dataclass
 class Outcome:
-    """The status to write, the events to post (Normal|Warning, reason, message), and
-    whether a node arrived (plan again)."""
+    """The status to write, the events to post (Normal|Warning, reason, message), and the
+    nodes that arrived (plan again)."""
 
     status: ScaleOutStatus
     events: list[tuple[str, str, str]] = field(default_factory=list)
     arrived: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    """Nodes that arrived but the last plan left out: worth planning again soon."""
 
     def body(self, previous: Mapping[str, Any] | None) -> dict[str, Any]:
         """status.scaleOut as a merge patch over `previous`: keys gone from its maps are
@@ -246,11 +248,13 @@ class ScaleOut:
         manifest: GPUPartitionPlan,
         previous: Mapping[str, Any] | None,
         records: Mapping[str, NodeRollout],
+        left_out: Collection[str] = (),
         now: datetime,
     ) -> Outcome:
         """Each tick: placeholders bound to a node whose agent has reported are done (the
         node arrived: deleted, node kept from consolidation, plan again); unbound ones past
-        the timeout are withdrawn; arrived nodes whose rollout is done are released."""
+        the timeout are withdrawn; arrived nodes whose rollout is done are released, those
+        the last plan left out (`left_out`: preflight refused them, say) wait for the next."""
         name = body["metadata"]["name"]
         before = ScaleOutStatus.model_validate(previous or {})
         spec = manifest.spec.scale_out
@@ -294,11 +298,16 @@ class ScaleOut:
                     ScaleOutRequest(offer=p.offer, placeholder=p.name, since=p.since, node=p.node)
                 )
         keep = []
+        waiting = []
         released = _present(before.released)
         for node in before.arrived:
             record = records.get(node)
             if record is not None and record.in_progress:
                 keep.append(node)
+                continue
+            if record is None and node in left_out:
+                keep.append(node)  # the last plan left it out (preflight): plan it again
+                waiting.append(node)
                 continue
             self.release(node, plan=name)
             if record is None:
@@ -344,7 +353,7 @@ class ScaleOut:
                 "message": _message(wanted, held, [r.offer for r in left if not r.node]),
             }
         )
-        return Outcome(status=status, events=events, arrived=arrived)
+        return Outcome(status=status, events=events, arrived=arrived, waiting=waiting)
 
     def _serves_mig_pods(self, node: str) -> bool:
         """Whether a pod on `node` asks for MIG instances (the node is in use)."""

@@ -194,3 +194,35 @@ def test_a_node_kept_for_a_plan_that_is_gone_is_let_go(cluster: InMemoryCluster)
     assert not plans.scaler.let_go_if_orphaned(node="new-1", annotations={ARRIVED_FOR: "here"})
     assert plans.scaler.let_go_if_orphaned(node="new-1", annotations=kept)
     assert DO_NOT_DISRUPT not in (cluster.core.get_node(name="new-1").metadata.annotations or {})
+
+
+def test_a_node_the_plan_leaves_out_on_arrival_is_kept_and_planned_again(
+    cluster: InMemoryCluster,
+) -> None:
+    """The node joins before the GPU Operator has labelled it for the mixed strategy
+    (preflight refuses it): it stays kept from consolidation, and a re-plan after the
+    labels change lays it out."""
+    clock = Clock()
+    plans = controller(cluster, clock)
+    cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
+    plans.spec_changed("p")
+    settle(cluster, plans, clock)
+    (pod,) = placeholders(cluster)
+    labels = {**LABELS, **OFFER["nodeSelector"], "nvidia.com/mig.strategy": "single"}
+    cluster.add_node("new-1", labels=labels)
+    cluster.store.patch(
+        "pods", pod.metadata.name, {"spec": {"nodeName": "new-1"}}, namespace=NAMESPACE
+    )
+    report(cluster, "new-1", "-", {})
+    plans.tick("p")
+    found = status(cluster, "p")
+    assert "new-1" in found["plan"]["leftOut"]
+    plans.tick("p")  # left out: kept, not released
+    assert status(cluster, "p")["scaleOut"]["arrived"] == ["new-1"]
+    assert DO_NOT_DISRUPT in cluster.core.get_node(name="new-1").metadata.annotations
+    cluster.core.patch_node(
+        name="new-1", body={"metadata": {"labels": {"nvidia.com/mig.strategy": "mixed"}}}
+    )
+    settle(cluster, plans, clock)
+    assert "new-1" in status(cluster, "p")["scaleOut"]["released"]
+    assert DO_NOT_DISRUPT not in (cluster.core.get_node(name="new-1").metadata.annotations or {})
