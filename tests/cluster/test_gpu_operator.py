@@ -345,8 +345,9 @@ def test_preflight_refuses_a_single_strategy_node_and_says_why(
                 timeout=90,
             )
             wide = cp.kubectl("get", "gpp", "pf", "-o", "wide").stdout.splitlines()
-        assert wide[0].split()[-2:] == ["PREFLIGHT", "AGE"]
-        assert wide[1].split()[-2] == "MigStrategy"
+        assert wide[0].split()[-3:] == ["PREFLIGHT", "SCALE-OUT", "AGE"]
+        column = wide[0].index("PREFLIGHT")  # kubectl aligns each column under its header
+        assert wide[1][column:].split()[0] == "MigStrategy"
         preflight = next(c for c in status["conditions"] if c["type"] == "Preflight")
         assert (preflight["status"], preflight["reason"]) == ("False", "MigStrategy")
         assert "1 of 2 nodes refused: pf-b: MIG strategy single" in preflight["message"]
