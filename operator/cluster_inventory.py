@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from migplan.operator.dra.inventory import DraReading, read_dra
 from migplan.operator.kube.bodies import NodePartitionBody
-from migplan.operator.kube.quantities import device_count
+from migplan.operator.kube.quantities import extended_requests
 from migplan.operator.kube.seam import Kube
 from migplan.operator.kueue.workloads import read_pending
 from migplan.operator.pod_groups import GangReading
@@ -78,22 +78,6 @@ def _gpus(partition: NodePartitionBody | None) -> tuple[GpuInfo, ...] | None:
         )
         for g in status["gpus"]
     )
-
-
-def _extended_requests(pod: Any) -> dict[str, int]:
-    """Extended resources (names with a domain) the pod's containers ask for, summed."""
-    wanted: dict[str, int] = {}
-    for container in pod.spec.containers or []:
-        resources = container.resources
-        limits = {
-            **((resources and resources.requests) or {}),
-            **((resources and resources.limits) or {}),
-        }
-        for key, value in limits.items():
-            count = device_count(value)
-            if "/" in key and count is not None:
-                wanted[key] = wanted.get(key, 0) + count
-    return wanted
 
 
 def _unschedulable(pod: Any) -> bool:
@@ -183,7 +167,7 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
 def _pending_pod(pod: Any, *, dra: DraReading, gang: str) -> PendingPod | None:
     """What a pending pod asks for (None: nothing MIG); raises ValidationError when the pod
     breaks the planner's bounds."""
-    extended = _extended_requests(pod)
+    extended = extended_requests(pod)
     wanted = {k: v for k, v in extended.items() if is_mig_resource(k)}
     claims = dra.pod_claims(pod, extended=extended)
     if not wanted and not claims:

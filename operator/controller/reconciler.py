@@ -66,7 +66,7 @@ from migplan.planner.rollout.schedule import (
     window_state,
 )
 from migplan.planner.schema import parse_model
-from migplan.planner.status import ReplanReason
+from migplan.planner.status import ReplanReason, ScaleOutStatus
 
 log = structlog.get_logger("migplan.operator")
 
@@ -355,14 +355,17 @@ class PlanController:
             left_out=((status.get("plan") or {}).get("leftOut") or {}).keys(),
             now=now,
         )
-        update: dict[str, Any] = {"scaleOut": outcome.body(status.get("scaleOut"))}
+        update: dict[str, Any] = {}
+        if outcome.status != ScaleOutStatus.model_validate(status.get("scaleOut") or {}):
+            update["scaleOut"] = outcome.body(status.get("scaleOut"))  # not every tick
         last = status.get("lastPlanned")
         again = bool(outcome.waiting) and (
             last is None or now - parse_timestamp(last) >= timedelta(seconds=ARRIVAL_RETRY)
         )
         if (outcome.arrived or again) and rollout_in_progress(status):
             update.update(replanPending=True, replanReason=ReplanReason.NODES_ARRIVED)
-        self._write(body, update)
+        if update:
+            self._write(body, update)
         self._post(body, outcome)
         body = self.api.plans.get_plan(name=name) or body
         if (outcome.arrived or again) and not rollout_in_progress(status):

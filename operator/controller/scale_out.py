@@ -24,9 +24,15 @@ from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.controller.scale_out_settings import ScaleOutSettings
 from migplan.operator.kube.bodies import PlanBody
+from migplan.operator.kube.quantities import extended_requests
 from migplan.operator.kube.seam import Kube
 from migplan.planner.api.group import API_VERSION
-from migplan.planner.api.spec import GPUPartitionPlan, ScaleOutOffer, duration_seconds
+from migplan.planner.api.spec import (
+    GPUPartitionPlan,
+    ScaleOutOffer,
+    ScaleOutSpec,
+    duration_seconds,
+)
 from migplan.planner.hardware.resources import is_mig_resource
 from migplan.planner.plan import Plan
 from migplan.planner.rollout.records import NodeRollout
@@ -42,6 +48,8 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ARRIVED_FOR = "migplan.io/scale-out-for"
 """Set beside DO_NOT_DISRUPT on a node that arrived for a plan: the plan's name."""
 WHOLE_GPU = "nvidia.com/gpu"
+DEFAULT_TIMEOUT: str = ScaleOutSpec.model_fields["timeout"].default
+"""spec.scaleOut.timeout's default: how long a plan whose scaleOut was removed still watches."""
 _T = TypeVar("_T")
 
 
@@ -258,7 +266,8 @@ class ScaleOut:
         name = body["metadata"]["name"]
         before = ScaleOutStatus.model_validate(previous or {})
         spec = manifest.spec.scale_out
-        timeout = timedelta(seconds=duration_seconds(spec.timeout if spec else "15m"))
+        within = spec.timeout if spec else DEFAULT_TIMEOUT
+        timeout = timedelta(seconds=duration_seconds(within))
         events: list[tuple[str, str, str]] = []
         arrived: list[str] = []
         timed_out = _present(before.timed_out)
@@ -289,8 +298,7 @@ class ScaleOut:
                     (
                         "Warning",
                         "ScaleOutTimedOut",
-                        f"withdrew the request for a {p.offer} node: {where} within "
-                        f"{spec.timeout if spec else '15m'}",
+                        f"withdrew the request for a {p.offer} node: {where} within {within}",
                     )
                 )
             else:
@@ -338,8 +346,7 @@ class ScaleOut:
                         "Warning",
                         "ScaleOutUnused",
                         f"node {node} was laid out for this plan but no pod has used its "
-                        f"instances within {spec.timeout if spec else '15m'}: left to the "
-                        "autoscaler",
+                        f"instances within {within}: left to the autoscaler",
                     )
                 )
         wanted = _present(before.wanted)
@@ -357,16 +364,11 @@ class ScaleOut:
 
     def _serves_mig_pods(self, node: str) -> bool:
         """Whether a pod on `node` asks for MIG instances (the node is in use)."""
-        for pod in self.api.core.pods_on_node(node=node):
-            for container in pod.spec.containers or []:
-                resources = container.resources
-                asked = {
-                    **((resources and resources.requests) or {}),
-                    **((resources and resources.limits) or {}),
-                }
-                if any(is_mig_resource(key) for key in asked):
-                    return True
-        return False
+        return any(
+            is_mig_resource(key)
+            for pod in self.api.core.pods_on_node(node=node)
+            for key in extended_requests(pod)
+        )
 
     def _reported(self, node: str) -> bool:
         """Whether `node`'s agent has reported its GPUs (the planner can lay it out)."""

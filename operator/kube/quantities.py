@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 from kubernetes.utils import parse_quantity
 
@@ -27,3 +28,19 @@ def mig_counts(resources: Mapping[str, object]) -> Counter[str]:
     return Counter(
         {k: n for k, v in resources.items() if is_mig_resource(k) and (n := device_count(v))}
     )
+
+
+def extended_requests(pod: Any) -> dict[str, int]:
+    """Extended resources (names with a domain) the pod's containers ask for, summed."""
+    wanted: dict[str, int] = {}
+    for container in pod.spec.containers or []:
+        resources = container.resources
+        limits = {
+            **((resources and resources.requests) or {}),
+            **((resources and resources.limits) or {}),
+        }
+        for key, value in limits.items():
+            count = device_count(value)
+            if "/" in key and count is not None:
+                wanted[key] = wanted.get(key, 0) + count
+    return wanted

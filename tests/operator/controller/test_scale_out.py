@@ -74,11 +74,36 @@ def settle(cluster: InMemoryCluster, plans: PlanController, clock: Clock, ticks:
         clock.now += timedelta(seconds=5)
 
 
-def test_a_plan_asks_for_the_nodes_it_wants_once(cluster: InMemoryCluster) -> None:
+def planned_then_joined(
+    cluster: InMemoryCluster, plans: PlanController, clock: Clock, **labels: str
+) -> None:
+    """Plan p (a-0 laid out for two pods, one node asked for), then the node `new-1` joins
+    (with the offer's labels and `labels`) and the placeholder is bound to it; its agent has
+    not reported yet."""
+    cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
+    plans.spec_changed("p")
+    settle(cluster, plans, clock)
+    (pod,) = placeholders(cluster)
+    cluster.add_node("new-1", labels={**LABELS, **OFFER["nodeSelector"], **labels})
+    cluster.store.patch(
+        "pods", pod.metadata.name, {"spec": {"nodeName": "new-1"}}, namespace=NAMESPACE
+    )
+
+
+def test_a_plan_asks_for_the_nodes_it_wants_once(
+    cluster: InMemoryCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clock = Clock()
     plans = controller(cluster, clock)
     cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
     plans.spec_changed("p")
+    settle(cluster, plans, clock)  # a-0 laid out
+    plans.tick("p")
+    with monkeypatch.context() as patched:
+        written: list[dict[str, Any]] = []
+        patched.setattr(cluster.plans, "patch_plan_status", lambda **call: written.append(call))
+        plans.tick("p")  # the same moment, a placeholder still waiting: nothing to write
+    assert written == []
     (pod,) = placeholders(cluster)
     assert pod.spec.node_selector == OFFER["nodeSelector"]
     assert pod.spec.containers[0].resources.requests == {"nvidia.com/gpu": "8"}
@@ -106,14 +131,7 @@ def test_a_dry_run_asks_for_nothing(cluster: InMemoryCluster) -> None:
 def test_a_node_that_joins_is_laid_out_then_released(cluster: InMemoryCluster, used: bool) -> None:
     clock = Clock()
     plans = controller(cluster, clock)
-    cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
-    plans.spec_changed("p")
-    settle(cluster, plans, clock)  # a-0 laid out for two of the pods
-    (pod,) = placeholders(cluster)
-    cluster.add_node("new-1", labels={**LABELS, **OFFER["nodeSelector"]})
-    cluster.store.patch(
-        "pods", pod.metadata.name, {"spec": {"nodeName": "new-1"}}, namespace=NAMESPACE
-    )
+    planned_then_joined(cluster, plans, clock)
     plans.tick("p")  # bound, but its agent has not reported: still waiting
     assert len(placeholders(cluster)) == 1
     report(cluster, "new-1", "-", {})
@@ -170,14 +188,7 @@ def test_a_plan_deleted_while_its_new_node_waits_lets_the_node_go(
 ) -> None:
     clock = Clock()
     plans = controller(cluster, clock)
-    cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
-    plans.spec_changed("p")
-    settle(cluster, plans, clock)
-    (pod,) = placeholders(cluster)
-    cluster.add_node("new-1", labels={**LABELS, **OFFER["nodeSelector"]})
-    cluster.store.patch(
-        "pods", pod.metadata.name, {"spec": {"nodeName": "new-1"}}, namespace=NAMESPACE
-    )
+    planned_then_joined(cluster, plans, clock)
     report(cluster, "new-1", "-", {})
     plans.tick("p")
     assert DO_NOT_DISRUPT in cluster.core.get_node(name="new-1").metadata.annotations
@@ -204,15 +215,7 @@ def test_a_node_the_plan_leaves_out_on_arrival_is_kept_and_planned_again(
     labels change lays it out."""
     clock = Clock()
     plans = controller(cluster, clock)
-    cluster.store.create(PLANS, plan_body("p", scaleOut={"offers": [OFFER]}))
-    plans.spec_changed("p")
-    settle(cluster, plans, clock)
-    (pod,) = placeholders(cluster)
-    labels = {**LABELS, **OFFER["nodeSelector"], "nvidia.com/mig.strategy": "single"}
-    cluster.add_node("new-1", labels=labels)
-    cluster.store.patch(
-        "pods", pod.metadata.name, {"spec": {"nodeName": "new-1"}}, namespace=NAMESPACE
-    )
+    planned_then_joined(cluster, plans, clock, **{"nvidia.com/mig.strategy": "single"})
     report(cluster, "new-1", "-", {})
     plans.tick("p")
     found = status(cluster, "p")
