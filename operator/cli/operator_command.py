@@ -139,6 +139,15 @@ def operator(
     scale_out_image: Annotated[
         str, typer.Option(help="Image the placeholders run (they only sleep).")
     ] = PAUSE_IMAGE,
+    informers: Annotated[
+        bool,
+        typer.Option(
+            help="Keep what a planning pass lists (MIG-capable nodes, pending pods, "
+            "namespaces, NodePartitions, DRA's, Kueue's and PodGroup objects) in watch-fed "
+            "caches, so a pass costs the API server its changes, not a list of the cluster; "
+            "--no-informers lists them every pass (less memory on a small cluster).",
+        ),
+    ] = True,
     gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Run the operator: plan every GPUPartitionPlan, and roll non-dry-run plans out.
@@ -169,6 +178,7 @@ def operator(
     selector = PlanSelector.parse(plan_selector)
     runtime = handlers.configure(
         kubeconfig=kubeconfig,
+        informers=informers,
         selector=selector,
         tick=tick,
         agent_timeout=agent_timeout,

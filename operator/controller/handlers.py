@@ -81,11 +81,17 @@ def configure(
     boundary: Boundary = no_boundary,
     selector: PlanSelector = EVERY_PLAN,
     scale_out: ScaleOutSettings | None = None,
+    informers: bool = True,
 ) -> Runtime:
     """Connect the controller and make the periodic tick (`tick` seconds apart), acting on
     the plans `selector` selects; `boundary` is called between each node's rollout steps
-    (tests stop the operator there)."""
+    (tests stop the operator there). With `informers`, a planning pass's whole-cluster
+    lists come from watch-fed caches."""
     api = connect(kubeconfig=kubeconfig)
+    gpu_operator = gpu_operator or GpuOperatorSettings()
+    if informers:
+        components = gpu_operator.components().values()
+        api = api.cached(pod_sets=frozenset((gpu_operator.namespace, s) for s in components))
     recorder = EventRecorder(api)
     controller = PlanController(
         api=api,
@@ -95,7 +101,7 @@ def configure(
         agent_timeout=agent_timeout,
         mig_config_map=mig_config_map,
         default_actuator=default_actuator,
-        gpu_operator=gpu_operator or GpuOperatorSettings(),
+        gpu_operator=gpu_operator,
         mig_config_propagation=mig_config_propagation,
         boundary=boundary,
         scale_out=scale_out or ScaleOutSettings(),

@@ -13,9 +13,17 @@ from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.kube import metrics as api_metrics
 from migplan.operator.kube.auth import Auth
+from migplan.operator.kube.cached import (
+    CachedCore,
+    CachedDra,
+    CachedGangs,
+    CachedKueue,
+    CachedPlans,
+)
 from migplan.operator.kube.core import Core
 from migplan.operator.kube.dra import Dra
 from migplan.operator.kube.gangs import Gangs
+from migplan.operator.kube.informers import ClusterCache
 from migplan.operator.kube.kueue import Kueue
 from migplan.operator.kube.plans import Plans
 from migplan.operator.kube.retry import read_retriable, retried, unanswered_read
@@ -47,6 +55,23 @@ class KubeClient:
             kueue=Kueue(api),
             gangs=Gangs(api),
             auth=Auth(api),
+        )
+
+    def cached(self, *, pod_sets: frozenset[tuple[str, str]] = frozenset()) -> KubeClient:
+        """The same client with a planning pass's whole-cluster lists answered from informer
+        caches (`cached.py`), `pod_sets` (namespace, label selector) among them; the
+        informers list and watch over a connection of their own (each watch holds one
+        open), counted like every other request."""
+        api = self.connection
+        cache = ClusterCache(_counted(client.ApiClient(configuration=api.configuration)))
+        return KubeClient(
+            connection=api,
+            core=CachedCore(api, cache, pod_sets),
+            plans=CachedPlans(api, cache),
+            dra=CachedDra(api, cache),
+            kueue=CachedKueue(api, cache),
+            gangs=CachedGangs(api, cache),
+            auth=self.auth,
         )
 
 

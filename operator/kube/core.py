@@ -14,6 +14,18 @@ from kubernetes.client.exceptions import ApiException
 
 from migplan.operator.kube.retry import retrying
 
+PENDING = "status.phase=Pending"
+"""The field selector of pods waiting to be scheduled (or to start)."""
+
+
+def labels_by_name(objects: list[Any]) -> dict[str, dict[str, str]]:
+    """Name -> labels of the (generated-model) objects."""
+    return {
+        o.metadata.name: dict(o.metadata.labels or {})
+        for o in objects
+        if o.metadata is not None and o.metadata.name
+    }
+
 
 class PodReplacedError(Exception):
     """The pod an eviction named by UID is not that pod any more (deleted and made again)."""
@@ -123,9 +135,7 @@ class Core:
     def pending_pods(self) -> list[Any]:
         """Pods in phase Pending, all namespaces."""
         return list(
-            client.CoreV1Api(self.api)
-            .list_pod_for_all_namespaces(field_selector="status.phase=Pending")
-            .items
+            client.CoreV1Api(self.api).list_pod_for_all_namespaces(field_selector=PENDING).items
         )
 
     def delete_pods(self, *, namespace: str, label_selector: str, node: str) -> int:
@@ -185,11 +195,7 @@ class Core:
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         """Namespace name -> its labels."""
-        return {
-            ns.metadata.name: dict(ns.metadata.labels or {})
-            for ns in client.CoreV1Api(self.api).list_namespace().items
-            if ns.metadata is not None and ns.metadata.name
-        }
+        return labels_by_name(client.CoreV1Api(self.api).list_namespace().items)
 
     def get_config_map_data(self, *, namespace: str, name: str) -> dict[str, str]:
         """The ConfigMap's data ({} if there is no such ConfigMap)."""

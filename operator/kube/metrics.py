@@ -28,7 +28,8 @@ def describe(method: str, url: str) -> tuple[str, str]:
     if len(rest) >= 3:
         resource = f"{resource}/{rest[2]}"
     if method.upper() == "GET":
-        if parse_qs(parts.query).get("watch") in (["true"], ["1"]):
+        # The Python client sends watch=True, kubectl watch=true.
+        if [v.lower() for v in parse_qs(parts.query).get("watch", [])] in (["true"], ["1"]):
             return "watch", resource
         return ("get" if named else "list"), resource
     return _VERBS.get(method.upper(), method.lower()), resource

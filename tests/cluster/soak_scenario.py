@@ -163,7 +163,7 @@ def _plan(nodes: int) -> dict:
     }
 
 
-def _rss_mib(pid: int) -> float:
+def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
             if line.startswith("VmRSS:"):
@@ -171,7 +171,7 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def _api_requests(port: int) -> Counter[str]:
+def api_requests(port: int) -> Counter[str]:
     """The operator's API requests so far, by "verb resource"."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     found: Counter[str] = Counter()
@@ -186,7 +186,7 @@ def _api_requests(port: int) -> Counter[str]:
     return found
 
 
-def _metric(port: int, name: str, **labels: str) -> float:
+def metric(port: int, name: str, **labels: str) -> float:
     """The sum of the samples `name` with `labels` (every plan's, where it has a plan label)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return sum(
@@ -279,7 +279,7 @@ def run_soak(
             run.final = wait_for(
                 lambda: _settled(cp) and _status(cp), "the last rollout to finish", timeout=settle
             )
-            run.rss_mib.append((run.rss_mib[-1][0] + 1, _rss_mib(proc.pid)))
+            run.rss_mib.append((run.rss_mib[-1][0] + 1, rss_mib(proc.pid)))
             try:
                 assert_converged(cp, NAME, fleet, rolled_out=False)
             except AssertionError as exc:
@@ -329,9 +329,9 @@ def _churn(
             run.arrived += 1
         if elapsed >= next_sample:
             live = watcher.look()
-            run.rss_mib.append((elapsed, _rss_mib(pid)))
+            run.rss_mib.append((elapsed, rss_mib(pid)))
             if baseline is None and elapsed >= warm_up:
-                baseline, base_at = _api_requests(port), elapsed
+                baseline, base_at = api_requests(port), elapsed
             next_sample = elapsed + 10
             progress(
                 f"  soak {elapsed / 60:5.1f}/{run.minutes:g} min: {run.arrived} arrived,"
@@ -347,15 +347,15 @@ def _churn(
         time.sleep(0.5)
     watcher.look()
     assert baseline is not None
-    used = _api_requests(port)
+    used = api_requests(port)
     window = (time.monotonic() - started - base_at) / 60
     rates = {key: (used[key] - baseline.get(key, 0)) / window for key in used}
     run.api_per_minute = dict(sorted(rates.items(), key=lambda kv: -kv[1]))
-    run.figures["plans"] = _metric(port, "migplan_planner_seconds_count")
-    run.figures["planner_s_mean"] = _metric(port, "migplan_planner_seconds_sum") / max(
+    run.figures["plans"] = metric(port, "migplan_planner_seconds_count")
+    run.figures["planner_s_mean"] = metric(port, "migplan_planner_seconds_sum") / max(
         1.0, run.figures["plans"]
     )
-    run.figures["nodes_reconfigured"] = _metric(
+    run.figures["nodes_reconfigured"] = metric(
         port, "migplan_nodes_reconfigured_total", result="Done"
     )
 

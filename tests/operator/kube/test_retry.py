@@ -101,6 +101,11 @@ def test_throttling_waits_as_long_as_the_server_asks(monkeypatch) -> None:
             ("watch", "nodepartitions"),
         ),
         (
+            "GET",
+            "https://k/api/v1/pods?fieldSelector=status.phase%3DPending&watch=True",
+            ("watch", "pods"),
+        ),
+        (
             "PATCH",
             "https://k/apis/migplan.io/v1alpha1/gpupartitionplans/p/status",
             ("patch", "gpupartitionplans/status"),

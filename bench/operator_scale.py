@@ -1,0 +1,328 @@
+"""The operator on the largest fleet Kubernetes supports: kwok nodes of 8 H100 GPUs (5,000 by
+default), on the real control plane; not in CI (a run takes about half an hour).
+
+Every node's agent report is written once by the bench (GPUs 0-6 hold instances in use, GPU 7
+holds seven free 1g.10gb), so only the nodes a rollout changes need simulated agents. Pending
+pods ask for `7g.80gb`, which only a GPU 7 can become: a plan meeting R of them changes R
+nodes. For each mode (informer caches on, and `--no-informers`, the operator before #31):
+
+- plan latency: the operator starts with the plan in place, the first plan is written; then
+  ten more pods arrive and `migplan rebalance`'s annotation is set: seconds until the written
+  plan counts them;
+- a steady stretch with a cron re-plan every minute: the operator's API requests per minute
+  by verb and resource (every request through its client layer, informers' included), its
+  RSS, and the planner's seconds per pass;
+
+then, with caches on, a rollout of the R nodes under `maxUnavailable` (their agents and device
+plugin simulated): seconds until the plan is Ready, and the pods running.
+
+    .venv/bin/python bench/operator_scale.py [--nodes 5000] [--rollout 500] [--steady 180]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "cluster"))
+
+from harness import ControlPlane  # noqa: E402
+from nodes import gpu_node, mig_pod  # noqa: E402
+from operator_proc import (  # noqa: E402
+    free_port,
+    install_crds,
+    operator_service_account,
+    running_operator,
+)
+from pools import apply, closed_window  # noqa: E402
+from soak_scenario import api_requests, by_verb, metric, rss_mib  # noqa: E402
+from waiting import wait_for  # noqa: E402
+
+from migplan.operator.kube.connect import connect  # noqa: E402
+from migplan.operator.logs import configure_logging  # noqa: E402
+from migplan.operator.sim.fleet import SimulatedFleet, emulated_node  # noqa: E402
+from migplan.planner.hardware.catalog import default_catalog  # noqa: E402
+
+POOL = "scale"
+BUSY = "3g.40gb@0+3g.40gb@4"
+FREE = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
+GPUS = 8
+MORE = 10
+"""Pods that arrive after the first plan (the latency measured)."""
+
+
+def _node_names(count: int) -> list[str]:
+    return [f"{POOL}-{i:05d}" for i in range(count)]
+
+
+def _setup(cp, names: list[str]) -> None:
+    """The nodes, and each one's NodePartition with the report its agent would write."""
+    apply(cp, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": POOL}})
+    apply(
+        cp,
+        *(
+            gpu_node(
+                n,
+                product="NVIDIA-H100-80GB-HBM3",
+                gpus=GPUS,
+                mig={"3g.40gb": 2 * (GPUS - 1), "1g.10gb": 7},
+                pool=POOL,
+            )
+            for n in names
+        ),
+    )
+    from kubernetes import client
+
+    objects = client.CustomObjectsApi(connect(kubeconfig=str(cp.kubeconfig)).connection)
+
+    def report(node: str) -> None:
+        layouts = [BUSY] * (GPUS - 1) + [FREE]
+        body = {
+            "apiVersion": "migplan.io/v1alpha1",
+            "kind": "NodePartition",
+            "metadata": {"name": node},
+            "spec": {
+                "nodeName": node,
+                "gpus": [{"index": i, "layout": layout} for i, layout in enumerate(layouts)],
+            },
+        }
+        objects.create_cluster_custom_object("migplan.io", "v1alpha1", "nodepartitions", body)
+        gpus = [
+            {
+                "index": i,
+                "model": "H100-80GB",
+                "migEnabled": True,
+                "layout": layout,
+                "inUse": (
+                    {
+                        "3g.40gb@0": f"{POOL}/held-{node}-{i}a",
+                        "3g.40gb@4": f"{POOL}/held-{node}-{i}b",
+                    }
+                    if layout == BUSY
+                    else {}
+                ),
+            }
+            for i, layout in enumerate(layouts)
+        ]
+        status = {"status": {"phase": "Applied", "gpuCount": GPUS, "gpus": gpus}}
+        objects.patch_cluster_custom_object_status(
+            "migplan.io", "v1alpha1", "nodepartitions", node, status
+        )
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(report, names))
+
+
+def _plan(*, rollout: int, window: dict) -> dict:
+    return {
+        "apiVersion": "migplan.io/v1alpha1",
+        "kind": "GPUPartitionPlan",
+        "metadata": {"name": POOL},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"migplan.io/pool": POOL}},
+            "demand": {
+                "fromPendingPods": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": POOL}}
+                }
+            },
+            "window": window,
+            "rebalanceSchedule": "* * * * *",
+            "rollout": {"maxUnavailable": max(1, rollout // 10), "drainTimeout": "30s"},
+        },
+    }
+
+
+def _status(cp) -> dict:
+    result = cp.kubectl("get", "gpp", POOL, "-o", "json", check=False)
+    return json.loads(result.stdout).get("status", {}) if result.returncode == 0 else {}
+
+
+def _pods(cp, first: int, count: int) -> None:
+    apply(
+        cp,
+        *(
+            mig_pod(f"want-{i:05d}", profile="7g.80gb", namespace=POOL, pool=POOL)
+            for i in range(first, first + count)
+        ),
+    )
+
+
+def _mode(cp, *, informers: bool, pods: int, steady: float, kubeconfig) -> dict:
+    """One operator run: plan latency and a steady stretch; returns the figures."""
+    port = free_port()
+    figures: dict = {"informers": informers}
+    extra = () if informers else ("--no-informers",)
+    apply(cp, _plan(rollout=pods, window=closed_window()))
+    started = time.monotonic()
+    with running_operator(
+        cp, metrics_port=port, kubeconfig=kubeconfig, tick=2, agent_timeout=300, extra_args=extra
+    ) as proc:
+        wait_for(
+            lambda: _status(cp).get("demandMet") == f"{pods}/{pods}",
+            "the first plan",
+            timeout=900,
+        )
+        figures["first_plan_s"] = time.monotonic() - started
+        _pods(cp, pods, MORE)
+        asked = time.monotonic()
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        cp.kubectl("annotate", "gpp", POOL, f"migplan.io/rebalance={stamp}", "--overwrite")
+        total = pods + MORE
+        wait_for(
+            lambda: _status(cp).get("demandMet") == f"{total}/{total}",
+            "the plan to count the new pods",
+            timeout=600,
+        )
+        figures["pending_to_plan_s"] = time.monotonic() - asked
+        cp.kubectl("delete", "pod", "-n", POOL, "--wait=false", *_more(pods))
+        before, at = api_requests(port), time.monotonic()
+        plans_before = metric(port, "migplan_planner_seconds_count")
+        seconds_before = metric(port, "migplan_planner_seconds_sum")
+        rss: list[float] = []
+        while time.monotonic() - at < steady:
+            rss.append(rss_mib(proc.pid))
+            time.sleep(10)
+        after, window = api_requests(port), (time.monotonic() - at) / 60
+        rates = {k: (after[k] - before.get(k, 0)) / window for k in after}
+        figures["api_per_minute"] = {k: round(v, 1) for k, v in sorted(rates.items()) if v}
+        figures["rss_mib_peak"] = max(rss)
+        figures["rss_mib_end"] = rss[-1]
+        plans = metric(port, "migplan_planner_seconds_count") - plans_before
+        figures["plans_in_steady"] = plans
+        figures["planner_s_mean"] = (
+            metric(port, "migplan_planner_seconds_sum") - seconds_before
+        ) / max(1.0, plans)
+        if informers:
+            figures["rollout"] = _rollout(cp, pods=pods)
+    return figures
+
+
+def _more(pods: int) -> list[str]:
+    return [f"want-{i:05d}" for i in range(pods, pods + MORE)]
+
+
+def _rollout(cp, *, pods: int) -> dict:
+    """Open the window (without cron: the plan stays the one rolled out); the nodes it
+    changes get agents and a device plugin; seconds until Ready, pods running."""
+    wait_for(lambda: _status(cp).get("demandMet") == f"{pods}/{pods}", "the plan without the ten")
+    changed = sorted((_status(cp).get("plan") or {}).get("nodes") or {})
+    catalog = default_catalog()
+    fleet = SimulatedFleet(
+        api=connect(kubeconfig=str(cp.kubeconfig)),
+        nodes={
+            n: emulated_node(["H100-80GB"] * GPUS, [BUSY] * (GPUS - 1) + [FREE], catalog=catalog)
+            for n in changed
+        },
+        catalog=catalog,
+        interval=1.0,
+        workers=8,
+    ).start()
+    try:
+        started = time.monotonic()
+        window = {"start": "* * * * *", "duration": "1h"}
+        cp.kubectl(
+            "patch",
+            "gpp",
+            POOL,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"window": window, "rebalanceSchedule": None}}),
+        )
+        final = wait_for(
+            lambda: (s := _status(cp)).get("phase") == "Ready" and s,
+            "the rollout to finish",
+            timeout=3600,
+        )
+        seconds = time.monotonic() - started
+        running = json.loads(
+            cp.kubectl(
+                "get", "pods", "-n", POOL, "--field-selector=status.phase=Running", "-o", "json"
+            ).stdout
+        )["items"]
+        return {
+            "nodes": final.get("nodes"),
+            "agents": len(changed),
+            "max_unavailable": max(1, pods // 10),
+            "seconds": round(seconds, 1),
+            "progress": final.get("progress"),
+            "pods_running": len(running),
+        }
+    finally:
+        fleet.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--rollout", type=int, default=500, help="pending 7g pods = nodes changed")
+    parser.add_argument("--steady", type=float, default=180, help="seconds of steady cron")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/operator-scale.json"))
+    args = parser.parse_args()
+    configure_logging(level="warning")
+    names = _node_names(args.nodes)
+    with ControlPlane.up() as cp:
+        install_crds(cp)
+        kubeconfig = operator_service_account(cp)
+        began = time.monotonic()
+        _setup(cp, names)
+        setup_s = time.monotonic() - began
+        print(f"{args.nodes} nodes set up in {setup_s:.0f} s", file=sys.stderr, flush=True)
+        _pods(cp, 0, args.rollout)
+        runs = [
+            _mode(
+                cp, informers=False, pods=args.rollout, steady=args.steady, kubeconfig=kubeconfig
+            ),
+            _mode(cp, informers=True, pods=args.rollout, steady=args.steady, kubeconfig=kubeconfig),
+        ]
+    _report(args, runs, setup_s)
+
+
+def _report(args, runs: list[dict], setup_s: float) -> None:
+    gpus = args.nodes * GPUS
+    print(f"\noperator at {args.nodes} nodes / {gpus} GPUs (setup {setup_s:.0f} s)")
+    rows = {
+        "first plan after start, s": lambda r: f"{r['first_plan_s']:.1f}",
+        f"{MORE} pods pending -> plan counting them, s": lambda r: f"{r['pending_to_plan_s']:.1f}",
+        "planner s per pass (cron, steady)": lambda r: f"{r['planner_s_mean']:.2f}",
+        "operator RSS MiB: peak / end": lambda r: (
+            f"{r['rss_mib_peak']:.0f} / {r['rss_mib_end']:.0f}"
+        ),
+        "API requests/min by verb": lambda r: ", ".join(
+            f"{v} {n:.0f}" for v, n in by_verb(r["api_per_minute"]).items()
+        ),
+        "list requests/min by resource": lambda r: (
+            ", ".join(
+                f"{k.split(' ', 1)[1]} {n:.1f}"
+                for k, n in r["api_per_minute"].items()
+                if k.startswith("list ")
+            )
+            or "none"
+        ),
+    }
+    print("| | " + " | ".join("caches" if r["informers"] else "lists" for r in runs) + " |")
+    print("|---|" + "---|" * len(runs))
+    for label, cell in rows.items():
+        print(f"| {label} | " + " | ".join(cell(r) for r in runs) + " |")
+    rollout = next(r["rollout"] for r in runs if "rollout" in r)
+    print(
+        f"\nrollout: {rollout['nodes']} nodes changed (agents simulated on"
+        f" {rollout['agents']}), maxUnavailable {rollout['max_unavailable']}:"
+        f" {rollout['seconds']:.0f} s to Ready ({rollout['progress']}),"
+        f" {rollout['pods_running']} pods running"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps({"nodes": args.nodes, "gpus": gpus, "setup_s": setup_s, "runs": runs}, indent=2)
+        + "\n"
+    )
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Informer caches: the objects a planning pass lists, kept in memory by a list and then a
+watch from its resourceVersion (the Kubernetes client's `SharedInformer`), so that a pass
+costs the API server O(changes) instead of a list of the whole cluster every time.
+
+An informer starts the first time a pass asks for its objects and waits for its first list;
+from then on its watch keeps it current (a watch that expires lists again). Where the first
+list is refused (RBAC, a kind not served), the informer is given up and the caller lists
+directly, as it would without caches. Reads from a cache trail the API server by the watch's
+latency (milliseconds): planning reads what other actors write (agents, the scheduler, users),
+which it never could read atomically anyway; every write re-reads what it acts on.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Hashable
+from types import SimpleNamespace
+from typing import Any, cast
+
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.informer import ERROR, SharedInformer
+
+log = structlog.get_logger("migplan.operator")
+
+SYNC_TIMEOUT = 60.0
+"""Seconds a first read waits for an informer's first list before listing directly."""
+
+ERROR_PAUSE = 1.0
+"""Seconds an informer waits after a watch or list that failed."""
+
+
+class Watched:
+    """One kind (with its selectors) kept current by a `SharedInformer`."""
+
+    def __init__(
+        self,
+        call: Callable[..., Any],
+        *,
+        custom: bool,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> None:
+        self._first_list = threading.Event()
+        self.refused: ApiException | None = None
+        """Why the first list failed with an answer about the request (403, 404)."""
+        self._done = threading.Event()
+        self._informer = SharedInformer(
+            self._lister(call, custom=custom),
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        # The informer reconnects at once after a failed watch; this handler runs on its
+        # thread, so a refused or broken watch is tried again at most once a second.
+        self._informer.add_event_handler(ERROR, lambda _: time.sleep(ERROR_PAUSE))
+
+    def _lister(self, call: Callable[..., Any], *, custom: bool) -> Callable[..., Any]:
+        """`call` as the informer calls it: for the list and (watch=True) for the watch. The
+        informer lists before it first watches, so its first watch call means its cache is
+        filled: that is when it counts as synced (the library has no HasSynced yet)."""
+
+        def listing(**kwargs: Any) -> Any:
+            if kwargs.get("watch"):
+                self._first_list.set()
+                self._done.set()
+                return call(**kwargs)
+            try:
+                found = call(**kwargs)
+            except ApiException as exc:
+                if exc.status in (403, 404) and not self._first_list.is_set():
+                    self.refused = exc
+                    self._done.set()
+                raise
+            if not custom:
+                return found
+            # Custom objects come as a dictionary; the informer reads `.items` and
+            # `.metadata.resource_version` as on the generated list models.
+            body = cast(dict[str, Any], found)
+            return SimpleNamespace(
+                items=body.get("items") or [],
+                metadata=SimpleNamespace(
+                    resource_version=(body.get("metadata") or {}).get("resourceVersion")
+                ),
+            )
+
+        # The watch decodes events into the type `call`'s signature says it returns.
+        return functools.wraps(call)(listing)
+
+    def start(self) -> None:
+        """List and watch in the informer's thread."""
+        self._informer.start()
+
+    def stop(self) -> None:
+        """Stop the informer whose first list was refused (its thread waits to retry, so
+        the join is short; a watching informer would only stop at its next event)."""
+        self._informer.stop()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the first list (or its refusal); whether it synced."""
+        self._done.wait(timeout)
+        return self._first_list.is_set()
+
+    @property
+    def synced(self) -> bool:
+        """Whether the cache has been filled by a list."""
+        return self._first_list.is_set()
+
+    def items(self) -> list[Any]:
+        """A snapshot of the cached objects."""
+        return list(self._informer.cache.list())
+
+
+class ClusterCache:
+    """The informers of one operator, one per kind and selectors, started on first read."""
+
+    def __init__(self, api: client.ApiClient, *, sync_timeout: float = SYNC_TIMEOUT) -> None:
+        self.api = api
+        """The connection the informers list and watch through (its own pool: each
+        watch holds a connection open)."""
+        self.sync_timeout = sync_timeout
+        self._lock = threading.Lock()
+        self._watched: dict[Hashable, Watched] = {}
+
+    def nodes(self, *, label_selector: str) -> list[Any] | None:
+        """Nodes matching `label_selector`; None where no cache could be filled."""
+        return self._read(
+            ("nodes", label_selector),
+            client.CoreV1Api(self.api).list_node,
+            custom=False,
+            label_selector=label_selector,
+        )
+
+    def pods(
+        self,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Any] | None:
+        """Pods of `namespace` (None: every namespace) matching the selectors; None where no
+        cache could be filled."""
+        core = client.CoreV1Api(self.api)
+        return self._read(
+            ("pods", namespace, label_selector, field_selector),
+            core.list_namespaced_pod if namespace else core.list_pod_for_all_namespaces,
+            custom=False,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+
+    def namespaces(self) -> list[Any] | None:
+        """Every namespace; None where no cache could be filled."""
+        return self._read(("namespaces",), client.CoreV1Api(self.api).list_namespace, custom=False)
+
+    def custom(self, *, group: str, version: str, plural: str) -> list[dict[str, Any]] | None:
+        """Every object of a custom or aggregated kind (all namespaces, as dictionaries);
+        None where no cache could be filled."""
+        objects = client.CustomObjectsApi(self.api)
+
+        @functools.wraps(objects.list_cluster_custom_object)
+        def call(**kwargs: Any) -> Any:
+            return objects.list_cluster_custom_object(group, version, plural, **kwargs)
+
+        return self._read((group, version, plural), call, custom=True)
+
+    def _read(
+        self,
+        key: Hashable,
+        call: Callable[..., Any],
+        *,
+        custom: bool,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Any] | None:
+        with self._lock:
+            watched = self._watched.get(key)
+            if watched is None:
+                watched = Watched(
+                    call,
+                    custom=custom,
+                    namespace=namespace,
+                    label_selector=label_selector,
+                    field_selector=field_selector,
+                )
+                self._watched[key] = watched
+                watched.start()
+        if watched.synced or watched.wait(self.sync_timeout):
+            return watched.items()
+        if watched.refused is not None:  # asked again on the next read
+            with self._lock:
+                if self._watched.get(key) is watched:
+                    del self._watched[key]
+            watched.stop()
+        log.warning(
+            "informer_not_synced",
+            kind=str(key),
+            why=f"refused ({watched.refused.status})" if watched.refused else "timed out",
+        )
+        return None

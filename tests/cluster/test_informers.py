@@ -1,0 +1,128 @@
+"""The operator's informer caches (`kube/informers.py`, `kube/cached.py`) on the real API
+server: a planning pass reads from them what it reads from lists, follows changes through
+the watches, and lists nothing after the caches are filled."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from nodes import gpu_node, mig_pod, report_partition
+from pools import apply
+from prometheus_client import REGISTRY
+from waiting import wait_for
+
+from migplan.operator.cluster_inventory import read_inventory
+from migplan.operator.kube.connect import connect
+
+pytestmark = pytest.mark.cluster
+
+
+def _requests(verb: str) -> Counter[str]:
+    """migplan's API requests so far with `verb`, by resource (discovery, GET /apis, left
+    out: a pass asks which APIs are served, a request independent of the cluster's size)."""
+    found: Counter[str] = Counter()
+    for family in REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name == "migplan_api_requests_total" and sample.labels["verb"] == verb:
+                found[sample.labels["resource"]] += int(sample.value)
+    del found["-"]
+    return found
+
+
+def _scene(cp, pool: str) -> list[str]:
+    """Two GPU nodes of `pool` with their agents' reports, and a namespace of pending pods."""
+    nodes = [f"{pool}-n{i}" for i in range(2)]
+    apply(
+        cp,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": pool}},
+        *(gpu_node(n, product="NVIDIA-H100-80GB-HBM3", pool=pool) for n in nodes),
+    )
+    for node in nodes:
+        report_partition(cp, node, layout="3g.40gb@0+3g.40gb@4")
+    apply(cp, *(mig_pod(f"p{i}", profile="1g.10gb", namespace=pool, pool=pool) for i in range(3)))
+    return nodes
+
+
+def test_a_planning_pass_reads_from_the_caches_what_it_lists(crds) -> None:
+    cp = crds
+    pool = f"inf-{uuid.uuid4().hex[:6]}"
+    nodes = _scene(cp, pool)
+    plain = connect(kubeconfig=str(cp.kubeconfig))
+    cached = plain.cached()
+
+    def same() -> bool:
+        return read_inventory(cached).inventory == read_inventory(plain).inventory
+
+    wait_for(same, "the cached inventory to equal the listed one")
+    mine = read_inventory(cached).inventory
+    assert {n.name for n in mine.nodes} >= set(nodes)
+    assert {p.name for p in mine.pending_pods if p.namespace == pool} == {"p0", "p1", "p2"}
+
+    # Changes arrive through the watches, and reading them lists nothing.
+    assert _requests("watch").total() > 0, "the caches were filled without watches"
+    apply(cp, mig_pod("p3", profile="2g.20gb", namespace=pool, pool=pool))
+    cp.kubectl("delete", "pod", "-n", pool, "p0", "--wait=false")
+    report_partition(cp, nodes[0], layout="7g.80gb@0")
+    cp.kubectl("label", "node", nodes[1], "nvidia.com/mig.capable=false", "--overwrite")
+    wait_for(same, "the caches to follow a pod added, one deleted, a report and a label")
+    mine = read_inventory(cached).inventory
+    assert {p.name for p in mine.pending_pods if p.namespace == pool} == {"p1", "p2", "p3"}
+    assert [n.gpus[0].layout for n in mine.nodes if n.name == nodes[0]] == ["7g.80gb@0"]
+    assert nodes[1] not in {n.name for n in mine.nodes}
+    lists = _requests("list")
+    for _ in range(5):
+        read_inventory(cached)
+    assert _requests("list") == lists, "a pass listed although its caches were filled"
+
+
+def test_a_pod_that_leaves_pending_leaves_the_cache(crds) -> None:
+    cp = crds
+    pool = f"inf-{uuid.uuid4().hex[:6]}"
+    _scene(cp, pool)
+    runners = (pool, "app=runner")  # as the GPU Operator's components are listed
+    cache = connect(kubeconfig=str(cp.kubeconfig)).cached(pod_sets=frozenset({runners})).core
+
+    def cached_pending() -> set[str]:
+        return {p.metadata.name for p in cache.pending_pods() if p.metadata.namespace == pool}
+
+    assert cached_pending() == {"p0", "p1", "p2"}
+    # A pod asking for nothing lands on a kwok node of the pool, which runs it.
+    assert cache.list_pods(namespace=pool, label_selector="app=runner") == []
+    runner = mig_pod("runs", profile="1g.10gb", namespace=pool, pool=pool)
+    del runner["spec"]["containers"][0]["resources"]
+    runner["metadata"]["labels"] = {"app": "runner"}
+    apply(cp, runner)
+
+    def ran() -> bool:
+        result = cp.kubectl("get", "pod", "-n", pool, "runs", "-o", "json")
+        return json.loads(result.stdout)["status"].get("phase") == "Running"
+
+    wait_for(ran, "kwok to run the pod")
+    wait_for(lambda: "runs" not in cached_pending(), "the running pod to leave the cache")
+    assert cached_pending() == {"p0", "p1", "p2"}
+
+    def runners_seen() -> list[tuple[str, str]]:
+        found = cache.list_pods(namespace=pool, label_selector="app=runner")
+        return [(p.metadata.name, p.status.phase) for p in found]
+
+    wait_for(lambda: runners_seen() == [("runs", "Running")], "the pod set's cache to follow")
+    lists = _requests("list")
+    assert runners_seen() == [("runs", "Running")]
+    assert _requests("list") == lists, "the pod set was listed although it is watched"
+    listed = cache.list_pods(namespace=pool, label_selector="")  # not a pod set: listed
+    assert {p.metadata.name for p in listed} == {"p0", "p1", "p2", "runs"}
+    assert _requests("list") - lists == Counter({"pods": 1})
+
+
+def test_a_kind_not_served_falls_back_to_a_list_at_once(crds) -> None:
+    from migplan.operator.kube.informers import ClusterCache
+
+    cache = ClusterCache(connect(kubeconfig=str(crds.kubeconfig)).connection, sync_timeout=30)
+    started = time.monotonic()
+    assert cache.custom(group="nothing.example.com", version="v1", plural="things") is None
+    assert time.monotonic() - started < 10, "it waited for a list refused with 404"
+    assert cache.nodes(label_selector="migplan.io/none=here") == []  # served, and empty
