@@ -1,22 +1,23 @@
 """The operator on the largest fleet Kubernetes supports: kwok nodes of 8 H100 GPUs (5,000 by
 default), on the real control plane; not in CI (a run takes about half an hour).
 
-Every node's agent report is written once by the bench (GPUs 0-6 hold instances in use, GPU 7
-holds seven free 1g.10gb), so only the nodes a rollout changes need simulated agents. Pending
-pods ask for `7g.80gb`, which only a GPU 7 can become: a plan meeting R of them changes R
-nodes. For each mode (informer caches on, and `--no-informers`, the operator before #31):
+R nodes (--rollout) are free: seven 1g.10gb on each GPU, their agents and device plugin
+simulated. Every other node is busy: each GPU holds two 3g.40gb in use, its report written
+once by the bench (no agent needed: nothing may change there). 8 x R pods ask for `7g.80gb`,
+which only a free GPU can become, so the plan changes exactly the R free nodes. For each mode
+(informer caches on, and `--no-informers`, the operator before #31):
 
-- plan latency: the operator starts with the plan in place, the first plan is written; then
-  ten more pods arrive and `migplan rebalance`'s annotation is set: seconds until the written
-  plan counts them;
+- plan latency: the operator starts with the plan in place (window closed) and writes the
+  first plan; then ten more pods arrive and `migplan rebalance`'s annotation is set: seconds
+  until the written plan counts them (as unmet: the fleet is full);
 - a steady stretch with a cron re-plan every minute: the operator's API requests per minute
   by verb and resource (every request through its client layer, informers' included), its
-  RSS, and the planner's seconds per pass;
+  RSS, and the seconds per planning pass (reads included);
 
-then, with caches on, a rollout of the R nodes under `maxUnavailable` (their agents and device
-plugin simulated): seconds until the plan is Ready, and the pods running.
+then, with caches on, the window opens: seconds until the R nodes are rolled out under
+`maxUnavailable` R/10 and the plan is Ready, and the pods running.
 
-    .venv/bin/python bench/operator_scale.py [--nodes 5000] [--rollout 500] [--steady 180]
+    .venv/bin/python bench/operator_scale.py [--nodes 5000] [--rollout 100] [--steady 120]
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _node_names(count: int) -> list[str]:
     return [f"{POOL}-{i:05d}" for i in range(count)]
 
 
-def _setup(cp, names: list[str]) -> None:
+def _setup(cp, names: list[str], free: set[str]) -> None:
     """The nodes, and each one's NodePartition with the report its agent would write."""
     apply(cp, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": POOL}})
     apply(
@@ -71,7 +72,7 @@ def _setup(cp, names: list[str]) -> None:
                 n,
                 product="NVIDIA-H100-80GB-HBM3",
                 gpus=GPUS,
-                mig={"3g.40gb": 2 * (GPUS - 1), "1g.10gb": 7},
+                mig={"1g.10gb": 7 * GPUS} if n in free else {"3g.40gb": 2 * GPUS},
                 pool=POOL,
             )
             for n in names
@@ -82,14 +83,14 @@ def _setup(cp, names: list[str]) -> None:
     objects = client.CustomObjectsApi(connect(kubeconfig=str(cp.kubeconfig)).connection)
 
     def report(node: str) -> None:
-        layouts = [BUSY] * (GPUS - 1) + [FREE]
+        layout = FREE if node in free else BUSY
         body = {
             "apiVersion": "migplan.io/v1alpha1",
             "kind": "NodePartition",
             "metadata": {"name": node},
             "spec": {
                 "nodeName": node,
-                "gpus": [{"index": i, "layout": layout} for i, layout in enumerate(layouts)],
+                "gpus": [{"index": i, "layout": layout} for i in range(GPUS)],
             },
         }
         objects.create_cluster_custom_object("migplan.io", "v1alpha1", "nodepartitions", body)
@@ -99,16 +100,14 @@ def _setup(cp, names: list[str]) -> None:
                 "model": "H100-80GB",
                 "migEnabled": True,
                 "layout": layout,
-                "inUse": (
-                    {
-                        "3g.40gb@0": f"{POOL}/held-{node}-{i}a",
-                        "3g.40gb@4": f"{POOL}/held-{node}-{i}b",
-                    }
-                    if layout == BUSY
-                    else {}
-                ),
+                "inUse": {}
+                if layout == FREE
+                else {
+                    "3g.40gb@0": f"{POOL}/held-{node}-{i}a",
+                    "3g.40gb@4": f"{POOL}/held-{node}-{i}b",
+                },
             }
-            for i, layout in enumerate(layouts)
+            for i in range(GPUS)
         ]
         status = {"status": {"phase": "Applied", "gpuCount": GPUS, "gpus": gpus}}
         objects.patch_cluster_custom_object_status(
@@ -117,6 +116,24 @@ def _setup(cp, names: list[str]) -> None:
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(report, names))
+
+
+def _fleet(cp, free: list[str]) -> SimulatedFleet:
+    """Agents and the device plugin of the free nodes."""
+    catalog = default_catalog()
+    return SimulatedFleet(
+        api=connect(kubeconfig=str(cp.kubeconfig)),
+        nodes={
+            n: emulated_node(["H100-80GB"] * GPUS, [FREE] * GPUS, catalog=catalog) for n in free
+        },
+        catalog=catalog,
+        interval=2.0,
+        workers=8,
+    ).start()
+
+
+def _progress(line: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {line}", file=sys.stderr, flush=True)
 
 
 def _plan(*, rollout: int, window: dict) -> dict:
@@ -134,6 +151,7 @@ def _plan(*, rollout: int, window: dict) -> dict:
             "window": window,
             "rebalanceSchedule": "* * * * *",
             "rollout": {"maxUnavailable": max(1, rollout // 10), "drainTimeout": "30s"},
+            "policy": {"disruption": "none"},
         },
     }
 
@@ -153,12 +171,15 @@ def _pods(cp, first: int, count: int) -> None:
     )
 
 
-def _mode(cp, *, informers: bool, pods: int, steady: float, kubeconfig) -> dict:
-    """One operator run: plan latency and a steady stretch; returns the figures."""
+def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> dict:
+    """One operator run: plan latency and a steady stretch (and the rollout, with caches);
+    returns the figures."""
+    pods = rollout * GPUS
     port = free_port()
     figures: dict = {"informers": informers}
     extra = () if informers else ("--no-informers",)
-    apply(cp, _plan(rollout=pods, window=closed_window()))
+    mode = "caches" if informers else "lists"
+    apply(cp, _plan(rollout=rollout, window=closed_window()))
     started = time.monotonic()
     with running_operator(
         cp, metrics_port=port, kubeconfig=kubeconfig, tick=2, agent_timeout=300, extra_args=extra
@@ -169,17 +190,18 @@ def _mode(cp, *, informers: bool, pods: int, steady: float, kubeconfig) -> dict:
             timeout=900,
         )
         figures["first_plan_s"] = time.monotonic() - started
+        _progress(f"{mode}: first plan written {figures['first_plan_s']:.0f} s after start")
         _pods(cp, pods, MORE)
         asked = time.monotonic()
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         cp.kubectl("annotate", "gpp", POOL, f"migplan.io/rebalance={stamp}", "--overwrite")
-        total = pods + MORE
         wait_for(
-            lambda: _status(cp).get("demandMet") == f"{total}/{total}",
+            lambda: _status(cp).get("demandMet") == f"{pods}/{pods + MORE}",
             "the plan to count the new pods",
             timeout=600,
         )
         figures["pending_to_plan_s"] = time.monotonic() - asked
+        _progress(f"{mode}: {MORE} pods counted {figures['pending_to_plan_s']:.0f} s later")
         cp.kubectl("delete", "pod", "-n", POOL, "--wait=false", *_more(pods))
         before, at = api_requests(port), time.monotonic()
         plans_before = metric(port, "migplan_planner_seconds_count")
@@ -198,8 +220,10 @@ def _mode(cp, *, informers: bool, pods: int, steady: float, kubeconfig) -> dict:
         figures["planner_s_mean"] = (
             metric(port, "migplan_planner_seconds_sum") - seconds_before
         ) / max(1.0, plans)
+        _progress(f"{mode}: steady stretch done, RSS peak {figures['rss_mib_peak']:.0f} MiB")
         if informers:
-            figures["rollout"] = _rollout(cp, pods=pods)
+            figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout)
+            figures["rss_mib_after_rollout"] = rss_mib(proc.pid)
     return figures
 
 
@@ -207,79 +231,78 @@ def _more(pods: int) -> list[str]:
     return [f"want-{i:05d}" for i in range(pods, pods + MORE)]
 
 
-def _rollout(cp, *, pods: int) -> dict:
-    """Open the window (without cron: the plan stays the one rolled out); the nodes it
-    changes get agents and a device plugin; seconds until Ready, pods running."""
+def _rollout(cp, *, pods: int, rollout: int) -> dict:
+    """Open the window (and stop the cron: the plan rolled out stays the one planned);
+    seconds until Ready, pods running."""
     wait_for(lambda: _status(cp).get("demandMet") == f"{pods}/{pods}", "the plan without the ten")
-    changed = sorted((_status(cp).get("plan") or {}).get("nodes") or {})
-    catalog = default_catalog()
-    fleet = SimulatedFleet(
-        api=connect(kubeconfig=str(cp.kubeconfig)),
-        nodes={
-            n: emulated_node(["H100-80GB"] * GPUS, [BUSY] * (GPUS - 1) + [FREE], catalog=catalog)
-            for n in changed
-        },
-        catalog=catalog,
-        interval=1.0,
-        workers=8,
-    ).start()
-    try:
-        started = time.monotonic()
-        window = {"start": "* * * * *", "duration": "1h"}
+    started = time.monotonic()
+    window = {"start": "* * * * *", "duration": "1h"}
+    cp.kubectl(
+        "patch",
+        "gpp",
+        POOL,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"window": window, "rebalanceSchedule": None}}),
+    )
+    last = [""]
+
+    def ready() -> dict | None:
+        status = _status(cp)
+        if status.get("progress") != last[0]:
+            last[0] = status.get("progress") or ""
+            _progress(f"rollout {last[0]} ({status.get('phase')})")
+        return status if status.get("phase") == "Ready" else None
+
+    final = wait_for(ready, "the rollout to finish", timeout=3600)
+    seconds = time.monotonic() - started
+    running = json.loads(
         cp.kubectl(
-            "patch",
-            "gpp",
-            POOL,
-            "--type=merge",
-            "-p",
-            json.dumps({"spec": {"window": window, "rebalanceSchedule": None}}),
-        )
-        final = wait_for(
-            lambda: (s := _status(cp)).get("phase") == "Ready" and s,
-            "the rollout to finish",
-            timeout=3600,
-        )
-        seconds = time.monotonic() - started
-        running = json.loads(
-            cp.kubectl(
-                "get", "pods", "-n", POOL, "--field-selector=status.phase=Running", "-o", "json"
-            ).stdout
-        )["items"]
-        return {
-            "nodes": final.get("nodes"),
-            "agents": len(changed),
-            "max_unavailable": max(1, pods // 10),
-            "seconds": round(seconds, 1),
-            "progress": final.get("progress"),
-            "pods_running": len(running),
-        }
-    finally:
-        fleet.stop()
+            "get", "pods", "-n", POOL, "--field-selector=status.phase=Running", "-o", "json"
+        ).stdout
+    )["items"]
+    return {
+        "nodes": final.get("nodes"),
+        "max_unavailable": max(1, rollout // 10),
+        "seconds": round(seconds, 1),
+        "progress": final.get("progress"),
+        "pods_running": len(running),
+        "status_kib": round(len(json.dumps(final)) / 1024),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--rollout", type=int, default=500, help="pending 7g pods = nodes changed")
-    parser.add_argument("--steady", type=float, default=180, help="seconds of steady cron")
+    parser.add_argument("--rollout", type=int, default=100, help="free nodes: the rollout's")
+    parser.add_argument("--steady", type=float, default=120, help="seconds of steady cron")
     parser.add_argument("--json", type=Path, default=Path("bench/results/operator-scale.json"))
     args = parser.parse_args()
     configure_logging(level="warning")
     names = _node_names(args.nodes)
+    free = names[: args.rollout]
     with ControlPlane.up() as cp:
         install_crds(cp)
         kubeconfig = operator_service_account(cp)
         began = time.monotonic()
-        _setup(cp, names)
+        _setup(cp, names, set(free))
+        fleet = _fleet(cp, free)
         setup_s = time.monotonic() - began
-        print(f"{args.nodes} nodes set up in {setup_s:.0f} s", file=sys.stderr, flush=True)
-        _pods(cp, 0, args.rollout)
-        runs = [
-            _mode(
-                cp, informers=False, pods=args.rollout, steady=args.steady, kubeconfig=kubeconfig
-            ),
-            _mode(cp, informers=True, pods=args.rollout, steady=args.steady, kubeconfig=kubeconfig),
-        ]
+        _progress(f"{args.nodes} nodes set up in {setup_s:.0f} s")
+        try:
+            _pods(cp, 0, args.rollout * GPUS)
+            runs = [
+                _mode(
+                    cp,
+                    informers=on,
+                    rollout=args.rollout,
+                    steady=args.steady,
+                    kubeconfig=kubeconfig,
+                )
+                for on in (False, True)
+            ]
+        finally:
+            fleet.stop()
     _report(args, runs, setup_s)
 
 
@@ -311,10 +334,9 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         print(f"| {label} | " + " | ".join(cell(r) for r in runs) + " |")
     rollout = next(r["rollout"] for r in runs if "rollout" in r)
     print(
-        f"\nrollout: {rollout['nodes']} nodes changed (agents simulated on"
-        f" {rollout['agents']}), maxUnavailable {rollout['max_unavailable']}:"
+        f"\nrollout: {rollout['nodes']} nodes, maxUnavailable {rollout['max_unavailable']}:"
         f" {rollout['seconds']:.0f} s to Ready ({rollout['progress']}),"
-        f" {rollout['pods_running']} pods running"
+        f" {rollout['pods_running']} pods running; plan status {rollout['status_kib']} KiB"
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(

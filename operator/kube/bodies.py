@@ -21,6 +21,7 @@ class Meta(TypedDict, total=False):
     annotations: dict[str, str]
     finalizers: list[str]
     generateName: str
+    ownerReferences: list[dict[str, Any]]
 
 
 class ConditionBody(TypedDict, total=False):
