@@ -161,6 +161,11 @@ def _status(cp) -> dict:
     return json.loads(result.stdout).get("status", {}) if result.returncode == 0 else {}
 
 
+def _until_met(cp, met: str, what: str, *, timeout: float) -> None:
+    """Wait until the written plan's demandMet reads `met` ("met/requested")."""
+    wait_for(lambda: _status(cp).get("demandMet") == met, what, timeout=timeout)
+
+
 def _pods(cp, first: int, count: int) -> None:
     apply(
         cp,
@@ -184,22 +189,14 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
     with running_operator(
         cp, metrics_port=port, kubeconfig=kubeconfig, tick=2, agent_timeout=300, extra_args=extra
     ) as proc:
-        wait_for(
-            lambda: _status(cp).get("demandMet") == f"{pods}/{pods}",
-            "the first plan",
-            timeout=900,
-        )
+        _until_met(cp, f"{pods}/{pods}", "the first plan", timeout=900)
         figures["first_plan_s"] = time.monotonic() - started
         _progress(f"{mode}: first plan written {figures['first_plan_s']:.0f} s after start")
         _pods(cp, pods, MORE)
         asked = time.monotonic()
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         cp.kubectl("annotate", "gpp", POOL, f"migplan.io/rebalance={stamp}", "--overwrite")
-        wait_for(
-            lambda: _status(cp).get("demandMet") == f"{pods}/{pods + MORE}",
-            "the plan to count the new pods",
-            timeout=600,
-        )
+        _until_met(cp, f"{pods}/{pods + MORE}", "the plan to count the new pods", timeout=600)
         figures["pending_to_plan_s"] = time.monotonic() - asked
         _progress(f"{mode}: {MORE} pods counted {figures['pending_to_plan_s']:.0f} s later")
         cp.kubectl("delete", "pod", "-n", POOL, "--wait=false", *_more(pods))
@@ -234,7 +231,7 @@ def _more(pods: int) -> list[str]:
 def _rollout(cp, *, pods: int, rollout: int) -> dict:
     """Open the window (and stop the cron: the plan rolled out stays the one planned);
     seconds until Ready, pods running."""
-    wait_for(lambda: _status(cp).get("demandMet") == f"{pods}/{pods}", "the plan without the ten")
+    _until_met(cp, f"{pods}/{pods}", "the plan without the ten", timeout=300)
     started = time.monotonic()
     window = {"start": "* * * * *", "duration": "1h"}
     cp.kubectl(
@@ -252,9 +249,11 @@ def _rollout(cp, *, pods: int, rollout: int) -> dict:
         if status.get("progress") != last[0]:
             last[0] = status.get("progress") or ""
             _progress(f"rollout {last[0]} ({status.get('phase')})")
-        return status if status.get("phase") == "Ready" else None
+        return status if status.get("phase") in ("Ready", "Degraded") else None
 
     final = wait_for(ready, "the rollout to finish", timeout=3600)
+    records = (final.get("rollout") or {}).get("nodes") or {}
+    failed = {n: r.get("message", "") for n, r in records.items() if r and r["step"] != "Done"}
     seconds = time.monotonic() - started
     running = json.loads(
         cp.kubectl(
@@ -266,6 +265,8 @@ def _rollout(cp, *, pods: int, rollout: int) -> dict:
         "max_unavailable": max(1, rollout // 10),
         "seconds": round(seconds, 1),
         "progress": final.get("progress"),
+        "phase": final.get("phase"),
+        "not_done": failed,
         "pods_running": len(running),
         "status_kib": round(len(json.dumps(final)) / 1024),
     }
@@ -335,7 +336,8 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
     rollout = next(r["rollout"] for r in runs if "rollout" in r)
     print(
         f"\nrollout: {rollout['nodes']} nodes, maxUnavailable {rollout['max_unavailable']}:"
-        f" {rollout['seconds']:.0f} s to Ready ({rollout['progress']}),"
+        f" {rollout['seconds']:.0f} s to {rollout['phase']} ({rollout['progress']},"
+        f" {len(rollout['not_done'])} not done),"
         f" {rollout['pods_running']} pods running; plan status {rollout['status_kib']} KiB"
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,10 @@
 """The API areas the operator plans through, with the whole-cluster lists of a planning pass
 answered from informer caches (`informers.ClusterCache`): the MIG-capable nodes, pending
 pods, namespaces, the GPU Operator's component pods, NodePartitions, DRA's objects, Kueue's
-and the PodGroups. Every other call,
-and a list the caches cannot answer (other selectors, a first list refused), goes to the API
-server as before.
+and the PodGroups, each without its managedFields, kubectl's last-applied annotation and a
+Node's image list (`informers.slim`: no reader needs them). Every other call, and a list the
+caches cannot answer (other selectors, a first list refused), goes to the API server as
+before.
 """
 
 from __future__ import annotations

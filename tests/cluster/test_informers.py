@@ -15,8 +15,10 @@ from pools import apply
 from prometheus_client import REGISTRY
 from waiting import wait_for
 
+from migplan.operator.cluster_inventory import MIG_CAPABLE as MIG
 from migplan.operator.cluster_inventory import read_inventory
 from migplan.operator.kube.connect import connect
+from migplan.operator.kube.informers import LAST_APPLIED
 
 pytestmark = pytest.mark.cluster
 
@@ -60,6 +62,12 @@ def test_a_planning_pass_reads_from_the_caches_what_it_lists(crds) -> None:
     wait_for(same, "the cached inventory to equal the listed one")
     mine = read_inventory(cached).inventory
     assert {n.name for n in mine.nodes} >= set(nodes)
+    # Slimmed in the cache: what no pass reads, and what weighs most.
+    node = next(n for n in cached.core.list_nodes(label_selector=MIG) if n.metadata.name in nodes)
+    assert node.metadata.managed_fields is None
+    assert LAST_APPLIED not in (node.metadata.annotations or {})
+    assert node.status.capacity["cpu"] == "64"  # the rest kept
+    assert all("managedFields" not in p["metadata"] for p in cached.plans.list_node_partitions())
     assert {p.name for p in mine.pending_pods if p.namespace == pool} == {"p0", "p1", "p2"}
 
     # Changes arrive through the watches, and reading them lists nothing.
