@@ -25,8 +25,9 @@ class PartitionBootstrap:
     def __init__(self, api: Kube) -> None:
         self._api = api
         self._seen: set[str] = set()
-        self._owners: dict[str, str] | None = None
-        """NodePartition name -> the uid of the Node that owns it, as first read."""
+        self._existing: set[str] | None = None
+        """The NodePartitions that existed at the first read (a create of one would only
+        find it: AlreadyExists)."""
         self._lock = threading.Lock()
 
     def ensure(self, *, node: str, uid: str) -> None:
@@ -34,10 +35,12 @@ class PartitionBootstrap:
         with self._lock:
             if node in self._seen:
                 return
-            if self._owners is None:
-                self._owners = _owners(self._api)
-            known = self._owners.get(node) == uid
-        if not known:
+            if self._existing is None:
+                self._existing = {
+                    str(p["metadata"]["name"]) for p in self._api.plans.list_node_partitions()
+                }
+            exists = node in self._existing
+        if not exists:
             empty = NodePartition.for_node(NodePartitionSpec(node_name=node), node_uid=uid)
             if self._api.plans.create_node_partition(body=empty.body()):
                 log.info("node partition created", node=node)
@@ -48,14 +51,5 @@ class PartitionBootstrap:
         """The node is gone (its NodePartition goes with it)."""
         with self._lock:
             self._seen.discard(node)
-
-
-def _owners(api: Kube) -> dict[str, str]:
-    """NodePartition name -> the uid of its owning Node (those a Node owns)."""
-    found = {}
-    for partition in api.plans.list_node_partitions():
-        meta = partition["metadata"]
-        for owner in meta.get("ownerReferences") or []:
-            if owner.get("kind") == "Node" and owner.get("uid"):
-                found[str(meta["name"])] = str(owner["uid"])
-    return found
+            if self._existing is not None:
+                self._existing.discard(node)

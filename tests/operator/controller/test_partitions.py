@@ -51,11 +51,12 @@ def test_a_restarted_operator_creates_none_that_exist() -> None:
     assert len(cluster.plans.list_node_partitions()) == 4
 
 
-def test_one_left_by_a_node_of_the_same_name_is_not_taken_for_the_new_nodes() -> None:
+def test_a_node_made_again_gets_one_once_the_old_one_is_collected() -> None:
     cluster = CountingCluster()
-    PartitionBootstrap(cluster).ensure(node="gpu-1", uid="old")
-    PartitionBootstrap(cluster).ensure(node="gpu-1", uid="new")  # the node was made again
-    assert cluster.creates == 2, "the old node's NodePartition was taken for the new node's"
-    cluster.store.delete(NODE_PARTITIONS, "gpu-1")  # collected with the old node
-    PartitionBootstrap(cluster).ensure(node="gpu-1", uid="new")
+    boot = PartitionBootstrap(cluster)
+    boot.ensure(node="gpu-1", uid="old")
+    boot.forget("gpu-1")  # the node was deleted; its NodePartition is collected with it
+    cluster.store.delete(NODE_PARTITIONS, "gpu-1")
+    boot.ensure(node="gpu-1", uid="new")  # and made again
     assert _owned(cluster, "gpu-1") == [("Node", "new")]
+    assert cluster.creates == 2
