@@ -143,7 +143,8 @@ def operator(
         bool,
         typer.Option(
             help="Keep what a planning pass lists (MIG-capable nodes, pending pods, "
-            "namespaces, NodePartitions, DRA's, Kueue's and PodGroup objects) in watch-fed "
+            "namespaces, the GPU Operator's component pods, NodePartitions, DRA's, Kueue's "
+            "and PodGroup objects) in watch-fed "
             "caches, so a pass costs the API server its changes, not a list of the cluster; "
             "--no-informers lists them every pass (less memory on a small cluster).",
         ),

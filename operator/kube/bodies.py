@@ -21,7 +21,6 @@ class Meta(TypedDict, total=False):
     annotations: dict[str, str]
     finalizers: list[str]
     generateName: str
-    ownerReferences: list[dict[str, Any]]
 
 
 class ConditionBody(TypedDict, total=False):
