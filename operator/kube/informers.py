@@ -120,10 +120,13 @@ class Watched:
         """List and watch in the informer's thread."""
         self._informer.start()
 
-    def stop(self) -> None:
-        """Stop the informer whose first list was refused (its thread waits to retry, so
-        the join is short; a watching informer would only stop at its next event)."""
-        self._informer.stop()
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the informer. Its thread ends at once where it waits to retry, else at the
+        watch's next event or error: without `wait` that is left to a helper thread."""
+        if wait:
+            self._informer.stop()
+        else:
+            threading.Thread(target=self._informer.stop, daemon=True).start()
 
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` s for the first list (or its refusal); whether it synced."""
@@ -150,6 +153,14 @@ class ClusterCache:
         self.sync_timeout = sync_timeout
         self._lock = threading.Lock()
         self._watched: dict[Hashable, Watched] = {}
+
+    def stop(self) -> None:
+        """Tell every informer to stop (without waiting for their watches to end), so none
+        is left retrying once the API server is gone (tests stop theirs this way)."""
+        with self._lock:
+            watched, self._watched = list(self._watched.values()), {}
+        for one in watched:
+            one.stop(wait=False)
 
     def nodes(self, *, label_selector: str) -> list[Any] | None:
         """Nodes matching `label_selector`; None where no cache could be filled."""
