@@ -41,7 +41,7 @@ from operator_proc import (  # noqa: E402
     operator_service_account,
     running_operator,
 )
-from pools import apply, closed_window  # noqa: E402
+from pools import apply, closed_window, make_plan  # noqa: E402
 from soak_scenario import api_requests, by_verb, metric, rss_mib  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
@@ -137,23 +137,14 @@ def _progress(line: str) -> None:
 
 
 def _plan(*, rollout: int, window: dict) -> dict:
-    return {
-        "apiVersion": "migplan.io/v1alpha1",
-        "kind": "GPUPartitionPlan",
-        "metadata": {"name": POOL},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"migplan.io/pool": POOL}},
-            "demand": {
-                "fromPendingPods": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": POOL}}
-                }
-            },
-            "window": window,
-            "rebalanceSchedule": "* * * * *",
-            "rollout": {"maxUnavailable": max(1, rollout // 10), "drainTimeout": "30s"},
-            "policy": {"disruption": "none"},
-        },
-    }
+    return make_plan(
+        POOL,
+        POOL,
+        window=window,
+        rebalanceSchedule="* * * * *",
+        rollout={"maxUnavailable": max(1, rollout // 10), "drainTimeout": "30s"},
+        policy={"disruption": "none"},
+    )
 
 
 def _status(cp) -> dict:

@@ -27,7 +27,8 @@ from kubernetes.informer import ADDED, ERROR, MODIFIED, SharedInformer
 log = structlog.get_logger("migplan.operator")
 
 SYNC_TIMEOUT = 60.0
-"""Seconds a first read waits for an informer's first list before listing directly."""
+"""Seconds the first read of a kind waits for its informer's first list before listing
+directly (later reads list directly at once until the informer has synced)."""
 
 ERROR_PAUSE = 1.0
 """Seconds an informer waits after a watch or list that failed."""
@@ -217,6 +218,7 @@ class ClusterCache:
     ) -> list[Any] | None:
         with self._lock:
             watched = self._watched.get(key)
+            first = watched is None
             if watched is None:
                 watched = Watched(
                     call,
@@ -227,7 +229,9 @@ class ClusterCache:
                 )
                 self._watched[key] = watched
                 watched.start()
-        if watched.synced or watched.wait(self.sync_timeout):
+        # Only the first read waits: an informer that has not synced by then (its list
+        # failing, say) must not hold every later pass for the timeout again.
+        if watched.synced or (first and watched.wait(self.sync_timeout)):
             return watched.items()
         if watched.refused is not None:  # asked again on the next read
             with self._lock:
