@@ -42,6 +42,7 @@ from operator_proc import (  # noqa: E402
     running_operator,
 )
 from pools import apply, closed_window, make_plan  # noqa: E402
+from rollout_records import rollout_nodes  # noqa: E402
 from soak_scenario import api_requests, by_verb, metric, rss_mib  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
@@ -243,8 +244,8 @@ def _rollout(cp, *, pods: int, rollout: int) -> dict:
         return status if status.get("phase") in ("Ready", "Degraded") else None
 
     final = wait_for(ready, "the rollout to finish", timeout=3600)
-    records = (final.get("rollout") or {}).get("nodes") or {}
-    failed = {n: r.get("message", "") for n, r in records.items() if r and r["step"] != "Done"}
+    records = rollout_nodes(cp, POOL, final)
+    failed = {n: r.get("message") or "" for n, r in records.items() if r["step"] != "Done"}
     seconds = time.monotonic() - started
     running = json.loads(
         cp.kubectl(

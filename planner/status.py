@@ -2,7 +2,7 @@
 generated from these models, and the operator builds what it writes with them.
 
 Keys the operator clears are written as None (a merge patch deletes them); maps whose
-entries go away (`rollout.nodes`, `kueue`) take None per entry for the same reason.
+entries go away (`kueue`) take None per entry for the same reason.
 """
 
 from __future__ import annotations
@@ -77,26 +77,37 @@ class GangStatus(CamelModel):
     reason: str | None = Field(default=None, description="why it is not met")
 
 
+NODES_LISTED = 200
+"""Nodes whose changes `status.plan.nodes` lists (by name): a plan may change thousands of
+nodes and the status is one etcd object (1.5 MiB at most); each changed node's whole target
+is in its rollout record, on its NodePartition."""
+
+
 class PlannedStatus(CamelModel):
     """`status.plan`: what the last planning decided."""
 
     solver: SolverSummary
     gpus_changed: Annotated[int, Field(ge=0)]
     evictions: Annotated[int, Field(ge=0)]
-    nodes: dict[str, tuple[GpuChange, ...]] = Field(
-        default_factory=dict, description="per node, the GPUs that change"
+    nodes: dict[str, tuple[GpuChange, ...] | None] = Field(
+        default_factory=dict,
+        description=f"per node, the GPUs that change: the first {NODES_LISTED} nodes by name "
+        "(each changed node's whole target is in its rollout record, on its NodePartition)",
+    )
+    nodes_not_listed: Annotated[int | None, Field(ge=0)] = Field(
+        default=None, description=f"changed nodes past the {NODES_LISTED} that `nodes` lists"
     )
     demand: tuple[DemandStatus, ...] = ()
-    gangs: tuple[GangStatus, ...] = Field(
-        default=(), description="gangs in the demand, each met whole or not at all"
+    gangs: tuple[GangStatus, ...] | None = Field(
+        default=None, description="gangs in the demand, each met whole or not at all"
     )
-    left_out: dict[str, str] = Field(
+    left_out: dict[str, str | None] = Field(
         default_factory=dict,
         description="GPU nodes not planned, and why: the agent has not reported, or preflight "
         "refused the node",
     )
-    demand_notes: tuple[str, ...] = Field(
-        default=(), description="pending pods and Workloads the demand could not count, and why"
+    demand_notes: tuple[str, ...] | None = Field(
+        default=None, description="pending pods and Workloads the demand could not count, and why"
     )
 
 
@@ -121,11 +132,26 @@ class KueueRecord(CamelModel):
 
 
 class RolloutStatus(CamelModel):
-    """`status.rollout`: the rollout of the plan with input hash `inputHash` (a step's write
-    names only its node)."""
+    """`status.rollout`: the rollout of the plan with input hash `inputHash`, in summary.
+    Each node's record is in its NodePartition (annotation `migplan.io/rollout`), so a step
+    writes one node's small object, not the plan (which would grow with the rollout)."""
 
     input_hash: str | None = None
-    nodes: dict[str, NodeRollout | None] = Field(default_factory=dict)
+    nodes: dict[str, NodeRollout | None] | None = Field(
+        default=None,
+        description="records as earlier migplan versions kept them here; taken over into the "
+        "NodePartitions and cleared",
+    )
+    total: Annotated[int | None, Field(ge=0, description="nodes in the rollout")] = None
+    steps: dict[str, Annotated[int, Field(ge=0)]] | None = Field(
+        default=None, description="nodes in each step (every step, zeros too)"
+    )
+    in_hand: tuple[str, ...] | None = Field(
+        default=None, description="nodes started and not finished"
+    )
+    oldest_step_since: str | None = Field(
+        default=None, description="when the longest-running unfinished step began"
+    )
     spec: dict[str, Any] = Field(
         default_factory=dict,
         description="the spec the rollout began under: nodes in hand finish under it even if "

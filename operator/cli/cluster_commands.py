@@ -125,8 +125,26 @@ def _summary_line(plan: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def _nodes_table(plan: dict[str, Any]) -> Table | None:
-    nodes = ((plan.get("status") or {}).get("rollout") or {}).get("nodes") or {}
+def _rollout_nodes(api: KubeClient, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The records of the plan's current rollout (from its nodes' NodePartitions; an older
+    migplan kept them in the plan's status), node -> record as written."""
+    # Lazy (PLC0415): the Kubernetes client (and kopf) add ~0.5 s to every command.
+    from migplan.operator.controller.rollout_book import read_records  # noqa: PLC0415
+
+    rollout = (plan.get("status") or {}).get("rollout") or {}
+    input_hash = rollout.get("inputHash")
+    found = (
+        read_records(api, plan=plan["metadata"]["name"], input_hash=input_hash)
+        if input_hash
+        else {}
+    )
+    if found:
+        return {n: r.model_dump(mode="json", by_alias=True) for n, r in found.items()}
+    legacy = rollout.get("nodes")
+    return {n: r for n, r in legacy.items() if r} if isinstance(legacy, dict) else {}
+
+
+def _nodes_table(nodes: dict[str, dict[str, Any]]) -> Table | None:
     if not nodes:
         return None
     table = new_table("#", "node", "step", "since", "evict", "target", "message", box=None)
@@ -180,14 +198,21 @@ def status(
             operators = _operators(api, namespace)
         progress("reading the plans")
         plans = _plans(api, plan)
-    if operators:
-        plans = [p for p in plans if any(o.selector.selects(_labels(p)) for o in operators)]
+        if operators:
+            plans = [p for p in plans if any(o.selector.selects(_labels(p)) for o in operators)]
+        progress("reading the rollouts' node records")
+        records = {p["metadata"]["name"]: _rollout_nodes(api, p) for p in plans}
     if output.structured:
         print_document(
             output=output,
-            document=(
-                [{"name": p["metadata"]["name"], "status": p.get("status") or {}} for p in plans]
-            ),
+            document=[
+                {
+                    "name": p["metadata"]["name"],
+                    "status": p.get("status") or {},
+                    "rolloutNodes": records[p["metadata"]["name"]],
+                }
+                for p in plans
+            ],
         )
         return
     out = console()
@@ -204,7 +229,7 @@ def status(
         scale_out = ((item.get("status") or {}).get("scaleOut") or {}).get("message")
         if scale_out:
             out.print(f"  Scale-out: {scale_out}")
-        table = _nodes_table(item)
+        table = _nodes_table(records[item["metadata"]["name"]])
         if table is not None:
             out.print(table)
 

@@ -7,7 +7,7 @@ in `handlers.py` call `plan_status` and write what it returns.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from migplan.planner.export import scale_out as scale_out_text
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
+from migplan.planner.status import NODES_LISTED
 
 PREFLIGHT_SHOWN = 50
 """Findings kept in status.preflight (the condition counts them all)."""
@@ -47,6 +48,18 @@ class PlanningResult:
     plan: Plan
     skipped: tuple[Skipped, ...] = ()
     """Objects the pass left out (each gets a Warning event)."""
+
+
+def replacing_plan(previous: Mapping[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """`status.plan` as a merge patch that replaces the `previous` one: a merge patch merges
+    maps key by key, so a key only `previous` has (a node an older plan changed or left
+    out, gangs the demand no longer has) is written as None, and goes."""
+    previous = previous or {}
+    patch: dict[str, Any] = {**dict.fromkeys(previous), **new}
+    for key in ("nodes", "leftOut"):
+        if isinstance(previous.get(key), dict):
+            patch[key] = {**dict.fromkeys(previous[key]), **new.get(key, {})}
+    return patch
 
 
 def plan_status(
@@ -87,6 +100,7 @@ def plan_status(
         nodes.setdefault(g.node, []).append(
             {"gpu": g.gpu, "before": g.before, "after": g.after, "evict": list(g.evict)}
         )
+    listed = sorted(nodes)[:NODES_LISTED]
     phase = PlanPhase.PLANNED if manifest.spec.dry_run else PlanPhase.PENDING
     conditions = [
         condition(
@@ -131,7 +145,8 @@ def plan_status(
             },
             "gpusChanged": s.gpus_changed,
             "evictions": s.evictions,
-            "nodes": nodes,
+            "nodes": {n: nodes[n] for n in listed},
+            **({"nodesNotListed": len(nodes) - len(listed)} if len(nodes) > len(listed) else {}),
             "demand": [
                 {
                     "resource": r.resource,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +22,7 @@ from migplan.operator.conditions import condition, merge_conditions
 from migplan.operator.controller import metrics, mig_manager
 from migplan.operator.controller.actuators.base import DEFAULT_MIG_CONFIG_MAP
 from migplan.operator.controller.conflicts import conflicting_plan
-from migplan.operator.controller.planning import plan_status
+from migplan.operator.controller.planning import plan_status, replacing_plan
 from migplan.operator.controller.rollout import (
     Boundary,
     NodeEventSink,
@@ -30,6 +30,7 @@ from migplan.operator.controller.rollout import (
     no_boundary,
     release_nodes,
 )
+from migplan.operator.controller.rollout_book import RolloutBook
 from migplan.operator.controller.scale_out import Outcome, ScaleOut
 from migplan.operator.controller.scale_out_settings import ScaleOutSettings
 from migplan.operator.gpu_operator import GpuOperatorSettings
@@ -85,16 +86,8 @@ Events = Callable[[Mapping[str, Any], str, str, str], None]
 """(plan object, Normal|Warning, reason, message) -> posts an event on the plan."""
 
 
-def _records(status: dict[str, Any]) -> dict[str, NodeRollout]:
-    nodes = ((status.get("rollout") or {}).get("nodes")) or {}
-    return {name: NodeRollout.model_validate(value) for name, value in nodes.items() if value}
-
-
-def rollout_in_progress(status: dict[str, Any]) -> bool:
-    """Whether some node of the plan's rollout is in hand."""
-    return any(r.in_progress for r in _records(status).values())
-
-
+FAILED_LISTED = 20
+"""Nodes named in the Degraded condition's message (the rest are counted)."""
 MAX_WARNED = 10_000
 """Skipped objects remembered as told (one Warning event each); past that, told again."""
 
@@ -124,11 +117,14 @@ class PlanController:
     """Skipped objects already told so with an event: (uid, why)."""
     scale_out: ScaleOutSettings = field(default_factory=ScaleOutSettings)
     """Where the placeholders that ask the autoscaler for nodes live (spec.scaleOut)."""
+    book: RolloutBook = field(init=False)
+    """Each plan's rollout records (kept in the NodePartitions)."""
     kueue: KueueHook = field(init=False)
     """Kueue, as this controller's plans see it (nothing where it is not installed)."""
     scaler: ScaleOut = field(init=False)
 
     def __post_init__(self) -> None:
+        self.book = RolloutBook(self.api)
         self.kueue = KueueHook(self.api)
         self.scaler = ScaleOut(self.api, self.scale_out)
 
@@ -152,6 +148,19 @@ class PlanController:
                 )
             except ApiException as exc:  # the note on the plan still says it
                 log.warning("event not posted", object=s.where, status=exc.status)
+
+    def _records(self, body: PlanBody) -> dict[str, NodeRollout]:
+        """The records of the plan's current rollout, node -> record."""
+        rollout = (body.get("status") or {}).get("rollout") or {}
+        return self.book.records(
+            body["metadata"]["name"],
+            input_hash=rollout.get("inputHash"),
+            legacy=rollout.get("nodes") if isinstance(rollout.get("nodes"), dict) else None,
+        )
+
+    def _in_progress(self, body: PlanBody) -> bool:
+        """Whether some node of the plan's rollout is in hand."""
+        return any(r.in_progress for r in self._records(body).values())
 
     def _lock(self, name: str) -> threading.Lock:
         with self._guard:
@@ -196,7 +205,7 @@ class PlanController:
             body = self.api.plans.get_plan(name=name)
             if body is None:
                 return
-            if rollout_in_progress(body.get("status") or {}):
+            if self._in_progress(body):
                 self._write(
                     body, {"replanPending": True, "replanReason": ReplanReason.SPEC_CHANGED}
                 )
@@ -233,6 +242,7 @@ class PlanController:
             arrived = ((body or {}).get("status") or {}).get("scaleOut") or {}
             for node in arrived.get("arrived") or ():
                 self.scaler.release(node, plan=name)
+            self.book.forget(name)
         if released:
             log.info("plan deleted mid-rollout: nodes uncordoned", plan=name, nodes=released)
         metrics.set_phase(name, None)
@@ -281,6 +291,7 @@ class PlanController:
         metrics.PLANNER_SECONDS.labels(plan=name).observe(time.monotonic() - started)
         self._warn_skipped(result.skipped)
         new = result.status
+        new["plan"] = replacing_plan(status.get("plan"), new["plan"])
         new["conditions"] = merge_conditions(
             status.get("conditions") or [],
             new["conditions"]
@@ -305,7 +316,7 @@ class PlanController:
         if annotation:
             new["rebalanceHandled"] = annotation
         if not manifest.spec.dry_run:
-            new.update(self._new_rollout(result.plan, manifest, status, now))
+            new.update(self._new_rollout(name, result.plan, manifest, now))
         scaled = None
         if manifest.spec.scale_out is not None or status.get("scaleOut"):
             scaled = self.scaler.request(
@@ -351,7 +362,7 @@ class PlanController:
             body=body,
             manifest=manifest,
             previous=status.get("scaleOut"),
-            records=_records(status),
+            records=self._records(body),
             left_out=((status.get("plan") or {}).get("leftOut") or {}).keys(),
             now=now,
         )
@@ -362,31 +373,39 @@ class PlanController:
         again = bool(outcome.waiting) and (
             last is None or now - parse_timestamp(last) >= timedelta(seconds=ARRIVAL_RETRY)
         )
-        if (outcome.arrived or again) and rollout_in_progress(status):
+        in_progress = self._in_progress(body)
+        if (outcome.arrived or again) and in_progress:
             update.update(replanPending=True, replanReason=ReplanReason.NODES_ARRIVED)
         if update:
             self._write(body, update)
         self._post(body, outcome)
         body = self.api.plans.get_plan(name=name) or body
-        if (outcome.arrived or again) and not rollout_in_progress(status):
+        if (outcome.arrived or again) and not in_progress:
             self._replan(body, reason="scale-out", manifest=manifest)
             body = self.api.plans.get_plan(name=name) or body
         return body
 
     def _new_rollout(
-        self, plan: Plan, manifest: GPUPartitionPlan, status: dict[str, Any], now: datetime
+        self, name: str, plan: Plan, manifest: GPUPartitionPlan, now: datetime
     ) -> dict[str, Any]:
-        """The status fields of a fresh rollout of `plan` (nodes of an older one cleared)."""
+        """Record a fresh rollout of `plan` in its nodes' NodePartitions (an older rollout's
+        records no longer count); the status fields that say so. Should the operator stop
+        before the plan's status is written, the older rollout (none of whose nodes were in
+        hand: a re-plan waits for them) goes on without the nodes recorded anew, which the
+        next re-plan takes up."""
         steering = manifest.spec.dra is not None and manifest.spec.dra.mode is DraMode.STEER
         records = rollout_nodes(plan, every_node=steering)
         if (manifest.spec.actuator or self.default_actuator) is Actuator.MIG_MANAGER:
             records = self._write_mig_configs(records, now)
-        old = (status.get("rollout") or {}).get("nodes") or {}
-        nodes: dict[str, Any] = dict.fromkeys(old)
-        nodes.update({r.node: r.model_dump(mode="json", by_alias=True) for r in records})
+        self.book.begin(name, input_hash=plan.input_hash, records=records)
         spec = manifest.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
         return {
-            "rollout": {"inputHash": plan.input_hash, "nodes": nodes, "spec": spec},
+            "rollout": {
+                "inputHash": plan.input_hash,
+                "nodes": None,
+                "spec": spec,
+                **rollout_summary(records, now=now),
+            },
             "progress": f"0/{len(records)}",
             "phase": PlanPhase.READY if not records else PlanPhase.PENDING,
         }
@@ -481,7 +500,7 @@ class PlanController:
                 return  # not planned yet: the spec handler does that
             manifest = self._manifest(body)
             if manifest is None:
-                if rollout_in_progress(status):
+                if self._in_progress(body):
                     self._finish_in_hand(body)
                 return
             now = self.clock()
@@ -489,8 +508,8 @@ class PlanController:
                 if not manifest.spec.suspend and conflicting_plan(self.api, body) is None:
                     self._replan(body, reason="spec", manifest=manifest)
                 return
-            if status.get("observedGeneration") != _generation(body) and not rollout_in_progress(
-                status
+            if status.get("observedGeneration") != _generation(body) and not self._in_progress(
+                body
             ):
                 self._replan(body, reason="spec", manifest=manifest)
                 body = self.api.plans.get_plan(name=name) or body
@@ -500,7 +519,7 @@ class PlanController:
             # Read once: whether to re-plan for them, then what to tell them.
             waiting = self.kueue.waiting(plan=name)
             reason = self._rebalance_reason(body, manifest, now, waiting)
-            if reason and not rollout_in_progress(body.get("status") or {}):
+            if reason and not self._in_progress(body):
                 self._replan(body, reason=reason, manifest=manifest)
                 body = self.api.plans.get_plan(name=name) or body
             self._advance(body, manifest, now)
@@ -525,7 +544,7 @@ class PlanController:
         window = window_state(spec.window, now)
         update["windowOpen"] = window.open
         update["nextWindow"] = timestamp(window.next_start)
-        records = _records(status)
+        records = self._records(body)
         stepper = self._stepper(body, spec)
         for record in sorted(records.values(), key=lambda r: r.order):
             if record.in_progress:
@@ -547,6 +566,7 @@ class PlanController:
             phase = rollout_phase(records.values())
             done = sum(1 for r in records.values() if r.finished)
             update["progress"] = f"{done}/{len(records)}"
+            update["rollout"] = rollout_summary(records.values(), now=now)
             update["phase"] = phase.value
             failed = sorted(
                 n for n, r in records.items() if r.finished and r.step is not NodeStep.DONE
@@ -575,7 +595,7 @@ class PlanController:
                         ConditionType.DEGRADED,
                         bool(failed),
                         "NodesNotReconfigured" if failed else "AllNodesOk",
-                        "; ".join(f"{n}: {records[n].message}" for n in failed) or "none",
+                        _failed_message(failed, records),
                         generation,
                     ),
                 ],
@@ -592,9 +612,12 @@ class PlanController:
         self._write_if_changed(body, update)
 
     def _stepper(self, body: PlanBody, spec: PlanSpec) -> NodeStepper:
+        name = body["metadata"]["name"]
+        input_hash = ((body.get("status") or {}).get("rollout") or {}).get("inputHash") or ""
         return NodeStepper(
             api=self.api,
-            plan=body["metadata"]["name"],
+            plan=name,
+            keep=lambda record: self.book.write(name, input_hash=input_hash, record=record),
             plan_generation=_generation(body),
             drain_timeout=duration_seconds(spec.rollout.drain_timeout),
             agent_timeout=self.agent_timeout,
@@ -613,9 +636,8 @@ class PlanController:
         """The spec was edited into one the planner rejects mid-rollout: the nodes already in
         hand go on under the spec their rollout began with (drain timeout, rollback,
         uncordon by their own rules); no node is started and the phase stays Invalid."""
-        status = body.get("status") or {}
         stepper = self._stepper(body, self._rollout_spec(body))
-        for record in sorted(_records(status).values(), key=lambda r: r.order):
+        for record in sorted(self._records(body).values(), key=lambda r: r.order):
             if record.in_progress:
                 stepper.advance(record)
 
@@ -643,8 +665,40 @@ class PlanController:
     def _write_if_changed(self, body: PlanBody, update: dict[str, Any]) -> None:
         fresh = self.api.plans.get_plan(name=body["metadata"]["name"]) or body
         status = fresh.get("status") or {}
-        if any(status.get(k) != v for k, v in update.items()):
+        if any(_differs(status.get(k), v) for k, v in update.items()):
             self._write(fresh, update)
+
+
+def _differs(current: Any, update: Any) -> bool:
+    """Whether merging `update` into `current` would change it (a map merges key by key)."""
+    if isinstance(update, dict) and isinstance(current, dict):
+        return any(_differs(current.get(k), v) for k, v in update.items())
+    return bool(current != update)
+
+
+def rollout_summary(records: Iterable[NodeRollout], *, now: datetime) -> dict[str, Any]:
+    """The plan status's summary of a rollout: nodes in all, per step (every step, so a
+    merge patch zeroes those left), the nodes in hand and when the oldest of their steps
+    began."""
+    chosen = list(records)
+    steps = dict.fromkeys((s.value for s in NodeStep), 0)
+    for record in chosen:
+        steps[record.step.value] += 1
+    in_hand = sorted((r for r in chosen if r.in_progress), key=lambda r: r.order)
+    began = [r.since for r in in_hand if r.since]
+    return {
+        "total": len(chosen),
+        "steps": steps,
+        "inHand": [r.node for r in in_hand],
+        "oldestStepSince": min(began, key=parse_timestamp) if began else None,
+    }
+
+
+def _failed_message(failed: Sequence[str], records: Mapping[str, NodeRollout]) -> str:
+    """The Degraded condition's message: the first FAILED_LISTED failed nodes and why."""
+    listed = "; ".join(f"{n}: {records[n].message}" for n in failed[:FAILED_LISTED])
+    more = len(failed) - FAILED_LISTED
+    return (listed + (f"; and {more} more" if more > 0 else "")) or "none"
 
 
 def _condition(conditions: list[dict[str, Any]], kind: str) -> tuple[str | None, str | None]:

@@ -1,16 +1,16 @@
 """Take a node's rollout steps: cordon, evict, write the NodePartition, verify, uncordon.
 
-Each step is written to the plan's status *before* it is taken (planner/rollout/records.py
-holds the record), so an operator killed at any point re-takes the recorded step when it
-comes back. Every step is safe to take twice: cordoning marks the node with an annotation in
-the same write (so only a node migplan cordoned is ever uncordoned by it), eviction skips
-pods that are gone or already terminating, the NodePartition write is idempotent, and
-verification only reads. How a drained node's GPUs are changed and checked is its
-actuator's part (`actuators/`: migplan's agent, mig-manager, or DRA device taints).
-Eviction takes only the pod the plan named, where it named it: the UID of each is read on
-the node when its rollout begins and the Eviction API is asked with that UID as a
-precondition; a pod that moved or was made again under the same name is never evicted (the
-node is rolled back and planned again).
+Each step is recorded *before* it is taken (planner/rollout/records.py holds the record,
+kept in the node's NodePartition by rollout_book.py), so an operator killed at any point
+re-takes the recorded step when it comes back. Every step is safe to take twice: cordoning
+marks the node with an annotation in the same write (so only a node migplan cordoned is ever
+uncordoned by it), eviction skips pods that are gone or already terminating, the
+NodePartition write is idempotent, and verification only reads. How a drained node's GPUs
+are changed and checked is its actuator's part (`actuators/`: migplan's agent, mig-manager,
+or DRA device taints). Eviction takes only the pod the plan named, where it named it: the
+UID of each is read on the node when its rollout begins and the Eviction API is asked with
+that UID as a precondition; a pod that moved or was made again under the same name is never
+evicted (the node is rolled back and planned again).
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ class NodeStepper:
 
     api: Kube
     plan: str
+    keep: Callable[[NodeRollout], None]
+    """Keeps a node's record durably (the book of the plan's rollout)."""
     plan_generation: int
     drain_timeout: float
     agent_timeout: float
@@ -123,7 +125,7 @@ class NodeStepper:
 
     def advance(self, record: NodeRollout) -> NodeRollout:
         """Take the node's steps until one has to wait or the node is finished; returns the
-        record as last written to status."""
+        record as last kept."""
         while not record.finished:
             following = self._take(record)
             if following is None:
@@ -132,7 +134,7 @@ class NodeStepper:
         return record
 
     def _record(self, previous: NodeRollout, record: NodeRollout) -> NodeRollout:
-        """Write `record` to the plan's status; the step it names is taken after this."""
+        """Keep `record`; the step it names is taken after this."""
         now = self.clock()
         if record.step is not previous.step:
             if previous.since:
@@ -140,12 +142,7 @@ class NodeStepper:
                     (now - parse_timestamp(previous.since)).total_seconds()
                 )
             record = record.model_copy(update={"since": timestamp(now)})
-        self.api.plans.patch_plan_status(
-            name=self.plan,
-            status={
-                "rollout": {"nodes": {record.node: record.model_dump(mode="json", by_alias=True)}}
-            },
-        )
+        self.keep(record)
         log.info(
             "step",
             plan=self.plan,

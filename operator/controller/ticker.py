@@ -23,8 +23,8 @@ from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
 from migplan.operator.dra import steer
 from migplan.operator.kube.bodies import PlanBody
-from migplan.planner.rollout.records import NodeRollout
 from migplan.planner.rollout.schedule import parse_timestamp
+from migplan.planner.status import RolloutStatus
 
 log = structlog.get_logger("migplan.operator")
 
@@ -189,12 +189,11 @@ def rollout_invariants(
     steps: dict[str, int] = {}
     oldest = 0.0
     for plan in plans:
-        nodes = (((plan.get("status") or {}).get("rollout") or {}).get("nodes")) or {}
-        for value in nodes.values():
-            if not value:
-                continue
-            record = NodeRollout.model_validate(value)
-            steps[record.step.value] = steps.get(record.step.value, 0) + 1
-            if record.in_progress and record.since:
-                oldest = max(oldest, (now - parse_timestamp(record.since)).total_seconds())
+        rollout = RolloutStatus.model_validate(((plan.get("status") or {}).get("rollout")) or {})
+        for step, count in (rollout.steps or {}).items():
+            if count:
+                steps[step] = steps.get(step, 0) + count
+        if rollout.in_hand and rollout.oldest_step_since:
+            since = parse_timestamp(rollout.oldest_step_since)
+            oldest = max(oldest, (now - since).total_seconds())
     return metrics.Invariants(cordoned=len(cordoned), steps=steps, oldest_step_seconds=oldest)

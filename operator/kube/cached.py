@@ -67,8 +67,11 @@ class CachedPlans(Plans):
 
     cache: ClusterCache
 
-    def list_node_partitions(self) -> list[NodePartitionBody]:
-        """Every NodePartition."""
+    def list_node_partitions(self, *, label_selector: str | None = None) -> list[NodePartitionBody]:
+        """Every NodePartition; those a selector selects straight from the API server (a
+        rollout's own records are read there, never from a cache that may lag its writes)."""
+        if label_selector:
+            return super().list_node_partitions(label_selector=label_selector)
         found = self.cache.custom(group=GROUP, version=VERSION, plural=NODE_PARTITIONS)
         if found is None:
             return super().list_node_partitions()

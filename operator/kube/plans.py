@@ -65,10 +65,10 @@ class Plans:
         """The NodePartition `name`, or None if there is none."""
         return cast(NodePartitionBody | None, self._get(NODE_PARTITIONS, name))
 
-    def list_node_partitions(self) -> list[NodePartitionBody]:
-        """Every NodePartition."""
+    def list_node_partitions(self, *, label_selector: str | None = None) -> list[NodePartitionBody]:
+        """Every NodePartition (those `label_selector` selects, if given)."""
         found = client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            GROUP, VERSION, NODE_PARTITIONS
+            GROUP, VERSION, NODE_PARTITIONS, label_selector=label_selector or ""
         )
         return cast(list[NodePartitionBody], cast(dict[str, Any], found)["items"])
 
@@ -102,6 +102,26 @@ class Plans:
             objects.patch_cluster_custom_object(
                 GROUP, VERSION, NODE_PARTITIONS, name, {"spec": body["spec"]}
             )
+
+    @retrying
+    def annotate_node_partition(
+        self, *, name: str, labels: dict[str, str | None], annotations: dict[str, str | None]
+    ) -> bool:
+        """Merge `labels` and `annotations` into the NodePartition's metadata (a None value
+        removes one); False if there is no such NodePartition."""
+        try:
+            client.CustomObjectsApi(self.api).patch_cluster_custom_object(
+                GROUP,
+                VERSION,
+                NODE_PARTITIONS,
+                name,
+                {"metadata": {"labels": labels, "annotations": annotations}},
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     @retrying
     def patch_node_partition_status(self, *, name: str, status: dict[str, Any]) -> None:

@@ -115,14 +115,20 @@ class PlansApi(Protocol):
     def get_node_partition(self, *, name: str) -> NodePartitionBody | None:
         """The NodePartition `name`, or None if there is none."""
 
-    def list_node_partitions(self) -> list[NodePartitionBody]:
-        """Every NodePartition."""
+    def list_node_partitions(self, *, label_selector: str | None = None) -> list[NodePartitionBody]:
+        """Every NodePartition (those `label_selector` selects, if given)."""
 
     def create_node_partition(self, *, body: dict[str, Any]) -> bool:
         """Create the NodePartition unless one exists; whether it was created."""
 
     def apply_node_partition(self, *, body: dict[str, Any]) -> None:
         """Create the NodePartition, or replace its spec if it exists."""
+
+    def annotate_node_partition(
+        self, *, name: str, labels: dict[str, str | None], annotations: dict[str, str | None]
+    ) -> bool:
+        """Merge `labels` and `annotations` into the NodePartition's metadata (None removes
+        one); False if there is no such NodePartition."""
 
     def patch_node_partition_status(self, *, name: str, status: dict[str, Any]) -> None:
         """Replace the fields of `status` in the NodePartition's status subresource."""

@@ -492,8 +492,21 @@ class FakePlans:
     def get_node_partition(self, *, name: str) -> NodePartitionBody | None:
         return cast(NodePartitionBody | None, self.store.find(NODE_PARTITIONS, name))
 
-    def list_node_partitions(self) -> list[NodePartitionBody]:
-        return cast(list[NodePartitionBody], self.store.list(NODE_PARTITIONS))
+    def list_node_partitions(self, *, label_selector: str | None = None) -> list[NodePartitionBody]:
+        found = self.store.list(NODE_PARTITIONS, label_selector=label_selector)
+        return cast(list[NodePartitionBody], found)
+
+    def annotate_node_partition(
+        self, *, name: str, labels: dict[str, str | None], annotations: dict[str, str | None]
+    ) -> bool:
+        metadata = {"labels": labels, "annotations": annotations}
+        try:
+            self.store.patch(NODE_PARTITIONS, name, {"metadata": metadata})
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def create_node_partition(self, *, body: dict[str, Any]) -> bool:
         try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from rollout_records import rollout_nodes
+
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.sim.fleet import SimulatedFleet
 from migplan.planner.hardware.layout import Layout
@@ -28,7 +30,7 @@ def assert_converged(cp, plan: str, fleet: SimulatedFleet, *, rolled_out: bool =
     With `rolled_out` the last plan must have changed something (the fault suites); the
     soak's last plan may have had nothing to do. Returns the plan's status."""
     status = json.loads(cp.kubectl("get", "gpp", plan, "-o", "json").stdout)["status"]
-    records = {n: r for n, r in status["rollout"]["nodes"].items() if r}
+    records = rollout_nodes(cp, plan, status)
     assert records or not rolled_out, status
     assert {r["step"] for r in records.values()} <= FINISHED, records
     for name in fleet.nodes:

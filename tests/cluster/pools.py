@@ -181,14 +181,10 @@ def add_pending(cp, pool: str, count: int, profile: str = "3g.40gb") -> list[str
     return names
 
 
-IN_HAND = {"Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning"}
-"""Rollout steps of a node that is started and not finished."""
-
-
 def in_hand(cp, plan: str) -> str | None:
     """A node of `plan`'s rollout that is in hand now, if any."""
-    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
-    return next((n for n, r in nodes.items() if r and r["step"] in IN_HAND), None)
+    in_hand = (plan_status(cp, plan).get("rollout") or {}).get("inHand") or []
+    return in_hand[0] if in_hand else None
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from nodes import gpu_node, mig_pod, reported
 from operator_proc import free_port, running_operator
 from pools import apply
 from prometheus_client.parser import text_string_to_metric_families
+from rollout_records import rollout_nodes
 from waiting import wait_for
 
 from migplan.operator.kube.connect import connect
@@ -366,7 +367,7 @@ def _status(cp) -> dict:
 
 def _settled(cp) -> bool:
     status = _status(cp)
-    records = (status.get("rollout") or {}).get("nodes") or {}
+    records = rollout_nodes(cp, NAME, status)
     in_hand = [
         n for n, r in records.items() if r and r.get("step") not in ("Done", "RolledBack", "Failed")
     ]

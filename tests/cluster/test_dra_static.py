@@ -11,6 +11,7 @@ import pytest
 from dra_objects import MIG_CLASS, claim_and_pod, pod_phase, unschedulable
 from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, build_pool, make_plan, plan_status
+from rollout_records import rollout_nodes
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -74,7 +75,7 @@ def test_static_mode_lays_out_and_the_dra_plugin_republishes(crds, operator_kube
             status = wait_for(
                 lambda: (s := plan_status(cp, NS)).get("phase") == "Ready" and s, "Ready"
             )
-        record = status["rollout"]["nodes"][f"{NS}-a"]
+        record = rollout_nodes(cp, NS, status)[f"{NS}-a"]
         assert record["step"] == "Done", record
         after = published(cp)
         # The held 3g instance is the same MIG device; the 2g is new.
@@ -115,7 +116,7 @@ def test_a_claim_for_two_devices_gets_a_node_that_holds_both(crds, operator_kube
         results = claimed["status"]["allocation"]["devices"]["results"]
         assert len(results) == 2
         assert len({r["pool"] for r in results}) == 1  # both devices from one node's pool
-        changed = [n for n, r in status["rollout"]["nodes"].items() if r["step"] == "Done"]
+        changed = [n for n, r in rollout_nodes(cp, NS, status).items() if r["step"] == "Done"]
         assert len(changed) == 1
     finally:
         fleet.stop()

@@ -12,6 +12,7 @@ from pools import apply
 from waiting import wait_for
 
 from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
+from migplan.operator.controller.rollout_book import RolloutBook
 from migplan.operator.kube.connect import connect
 from migplan.operator.kube.core import Core, PodReplacedError
 from migplan.planner.api.nodepartition import GpuTarget
@@ -83,9 +84,12 @@ def evid(crds):
 
 
 def stepper(cp, events: list) -> NodeStepper:
+    api = connect(kubeconfig=str(cp.kubeconfig))
+    book = RolloutBook(api)
     return NodeStepper(
-        api=connect(kubeconfig=str(cp.kubeconfig)),
+        api=api,
         plan=PLAN,
+        keep=lambda r: book.write(PLAN, input_hash="h1", record=r),
         plan_generation=1,
         drain_timeout=30.0,
         agent_timeout=30.0,

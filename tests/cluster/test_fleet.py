@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from fleet_scenario import run_fleet
+from rollout_records import rollout_nodes
 
 pytestmark = pytest.mark.cluster
 
@@ -18,7 +19,7 @@ def test_fifty_nodes_pending_pods_run_and_the_cron_rebalance_changes_only_what_i
     assert first["plan"]["evictions"] == 0
     assert first["plan"]["leftOut"] == {}
     assert int(first["progress"].split("/")[0]) == first["nodes"] > 0
-    assert all(r["step"] == "Done" for r in first["rollout"]["nodes"].values())
+    assert all(r["step"] == "Done" for r in rollout_nodes(crds, "fleet", first).values())
     # The rebalance adds four whole GPUs: exactly four GPUs change, nobody is evicted.
     assert second["demandMet"] == "4/4"
     assert second["plan"]["gpusChanged"] == 4

@@ -29,6 +29,7 @@ from pools import (
     plan_status,
     running,
 )
+from rollout_records import rollout_nodes
 from waiting import wait_for
 
 from migplan.operator.agent.components import GpuOperatorComponents
@@ -157,7 +158,7 @@ def test_a_mig_manager_restart_leaves_the_agents_layout(crds, operator_kubeconfi
                 timeout=90,
             )
             wait_for(lambda: running(cp, "co", *wanted), "the pending pods to run")
-        assert status["rollout"]["nodes"]["co-a"]["step"] == "Done"
+        assert rollout_nodes(cp, "co", status)["co-a"]["step"] == "Done"
         assert layout_of(fleet, "co-a") == target  # the agent's layout survived
         assert managers["co"].applied_configs == []
         labels = node_obj(cp, "co-a")["metadata"]["labels"]
@@ -352,7 +353,7 @@ def test_preflight_refuses_a_single_strategy_node_and_says_why(
         assert (preflight["status"], preflight["reason"]) == ("False", "MigStrategy")
         assert "1 of 2 nodes refused: pf-b: MIG strategy single" in preflight["message"]
         assert status["plan"]["leftOut"]["pf-b"].startswith("preflight: MIG strategy single")
-        assert set(status["rollout"]["nodes"]) == {"pf-a"}
+        assert set(rollout_nodes(cp, "pf", status)) == {"pf-a"}
         assert status["demandMet"] == "2/4"
         assert layout_of(fleet, "pf-b") == "-"
         refused = [f for f in status["preflight"] if f["severity"] == "blocking"]

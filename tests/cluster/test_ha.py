@@ -22,6 +22,7 @@ from pools import (
     running,
     start_running,
 )
+from rollout_records import rollout_nodes
 from waiting import wait_for
 
 from migplan.operator.kube.leader import LEASE_SECONDS
@@ -82,8 +83,9 @@ def test_the_follower_takes_over_a_rollout_when_the_leader_dies(crds, operator_k
         )
         wait_for(lambda: running(cp, "ha", *wanted), "the pending pods to run", timeout=60)
         status = assert_converged(cp, "ha", fleet)
-        assert {r["step"] for r in status["rollout"]["nodes"].values()} == {"Done"}
-        assert node in status["rollout"]["nodes"]
+        records = rollout_nodes(cp, "ha", status)
+        assert {r["step"] for r in records.values()} == {"Done"}
+        assert node in records
         print(f"takeover after the leader's death: {took_over:.1f} s")
     finally:
         cp.kubectl("delete", "gpp", "ha", "--wait=false", check=False)

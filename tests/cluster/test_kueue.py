@@ -12,6 +12,7 @@ import pytest
 from nodes import KWOK_TOLERATION, POOL
 from operator_proc import running_operator
 from pools import ALWAYS_OPEN, apply, build_pool, make_plan, plan_status
+from rollout_records import rollout_nodes
 from waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -205,7 +206,7 @@ def test_admission_check_reshapes_then_admits(control_plane, crds, operator_kube
             wait_for(lambda: started_pods(cp, "train") == 2, "the Job's pods run", timeout=90)
             ran = time.monotonic() - started
             status = plan_status(cp, NS)
-            assert status["rollout"]["nodes"][f"{NS}-a"]["step"] == "Done"
+            assert rollout_nodes(cp, NS, status)[f"{NS}-a"]["step"] == "Done"
             after = status["plan"]["nodes"][f"{NS}-a"][0]["after"]
             assert after.count("2g.20gb") == 2
             print(

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from operator_proc import running_operator, start_operator
+from rollout_records import rollout_nodes
 from test_rollout import (
     ALWAYS_OPEN,
     add_pending,
@@ -44,7 +45,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, operator_kubeconfig,
         first, _ = crashing.communicate(timeout=90)
         assert crashing.returncode == 17, first[-3000:]
         step = point.split(":")[1]
-        records = plan_status(cp, pool)["rollout"]["nodes"]
+        records = rollout_nodes(cp, pool)
         assert step in {r["step"] for r in records.values()}
 
         with running_operator(cp, kubeconfig=operator_kubeconfig) as proc:
@@ -63,7 +64,7 @@ def test_operator_killed_at_a_step_boundary_converges(crds, operator_kubeconfig,
                 raise
         second = proc.output
 
-        records = status["rollout"]["nodes"]
+        records = rollout_nodes(cp, pool, status)
         assert {r["step"] for r in records.values()} == {"Done"}
         evicted = [p for r in records.values() for p in r["evict"]]
         assert len(evicted) == 1

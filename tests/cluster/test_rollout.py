@@ -27,6 +27,7 @@ from pools import (
     uids,
     unschedulable,
 )
+from rollout_records import rollout_nodes
 from waiting import wait_for
 
 from migplan.operator.controller.rollout import CORDONED_BY
@@ -62,7 +63,7 @@ def test_rollout_evicts_only_what_it_must_and_pending_pods_run(crds, operator_ku
             )
         assert status["demandMet"] == "3/3"
         assert status["progress"] == "2/2"
-        nodes = status["rollout"]["nodes"]
+        nodes = rollout_nodes(cp, "ro", status)
         assert {n: r["step"] for n, r in nodes.items()} == {"ro-a": "Done", "ro-b": "Done"}
         evicted = [p for r in nodes.values() for p in r["evict"]]
         assert len(evicted) == 1
@@ -135,7 +136,7 @@ def test_a_disruption_budget_blocks_eviction_and_the_node_is_rolled_back(
         with running_operator(cp, kubeconfig=operator_kubeconfig):
             apply(cp, blocked_plan("pdb", drain_timeout="4s"))
             status = wait_degraded(cp, "pdb", "the node to be rolled back")
-        records = status["rollout"]["nodes"]
+        records = rollout_nodes(cp, "pdb", status)
         blocked = next(n for n, r in records.items() if r["disruptive"])
         other = next(n for n in records if n != blocked)
         assert records[blocked]["step"] == "RolledBack"
@@ -169,8 +170,9 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
                 "the additions outside the window",
                 timeout=60,
             )
-            steps = {n: r["step"] for n, r in status["rollout"]["nodes"].items()}
-            disruptive = next(n for n, r in status["rollout"]["nodes"].items() if r["disruptive"])
+            records = rollout_nodes(cp, "win", status)
+            steps = {n: r["step"] for n, r in records.items()}
+            disruptive = next(n for n, r in records.items() if r["disruptive"])
             calm = next(n for n in steps if n != disruptive)
             # The node that only gains instances in free slices changed; the other waits.
             assert steps == {disruptive: "Pending", calm: "Done"}
@@ -190,7 +192,7 @@ def test_a_closed_window_holds_disruption_back_and_overlapping_plans_do_not_figh
             message = next(c for c in conflict["conditions"] if c["type"] == "Conflict")["message"]
             assert "plan win selects some of the same nodes" in message
             assert "rollout" not in conflict
-            assert plan_status(cp, "win")["rollout"]["nodes"][disruptive]["step"] == "Pending"
+            assert rollout_nodes(cp, "win")[disruptive]["step"] == "Pending"
             # Once the first plan is gone, the later one plans.
             cp.kubectl("delete", "gpp", "win")
             wait_for(
@@ -212,7 +214,7 @@ def wait_degraded(cp, plan: str, what: str) -> dict:
 
 def node_in_step(cp, plan: str, step: str) -> str | None:
     """A node of `plan`'s rollout that is at `step`, if any."""
-    nodes = plan_status(cp, plan).get("rollout", {}).get("nodes", {})
+    nodes = rollout_nodes(cp, plan)
     return next((n for n, r in nodes.items() if r["step"] == step), None)
 
 
@@ -288,7 +290,7 @@ def test_mig_manager_actuator_follows_the_label_protocol(crds, operator_kubeconf
         wanted = add_pending(cp, "mm", 3)
         status = roll_out_through_mig_manager(cp, operator_kubeconfig, "mm", "5")
         wait_for(lambda: running(cp, "mm", *wanted), "the pending pods to run", timeout=60)
-        records = status["rollout"]["nodes"]
+        records = rollout_nodes(cp, "mm", status)
         assert {r["step"] for r in records.values()} == {"Done"}, records
         # mig-manager rebuilds whole GPUs: the pod on the changed GPU was evicted.
         events = cp.kubectl(
@@ -333,7 +335,7 @@ def test_a_config_file_slower_than_expected_costs_one_retry_not_the_node(
         wanted = add_pending(cp, "ml", 2)
         status = roll_out_through_mig_manager(cp, operator_kubeconfig, "ml", "4")
         wait_for(lambda: running(cp, "ml", *wanted), "the pending pods to run", timeout=60)
-        record = status["rollout"]["nodes"]["ml-a"]
+        record = rollout_nodes(cp, "ml", status)["ml-a"]
         assert record["step"] == "Done"
         first, retry = record["migConfig"], record["migConfigRetry"]
         assert first == retry  # the label ended on the retry name
@@ -364,7 +366,7 @@ def test_a_wedged_mig_manager_fails_the_node_and_uncordons_it(crds, operator_kub
         ):
             apply(cp, make_plan("mw", "mw", window=ALWAYS_OPEN, actuator="mig-manager"))
             status = wait_degraded(cp, "mw", "the wedged node to fail")
-        record = status["rollout"]["nodes"]["mw-a"]
+        record = rollout_nodes(cp, "mw", status)["mw-a"]
         assert record["step"] == "Failed"
         assert "mig-manager stuck in pending" in record["message"]
         node = node_obj(cp, "mw-a")
@@ -394,7 +396,7 @@ def test_an_agent_that_never_applies_fails_the_node_pinned_as_it_is_and_uncordon
         with running_operator(cp, kubeconfig=operator_kubeconfig, agent_timeout=4):
             apply(cp, make_plan("mute", "mute", window=ALWAYS_OPEN))
             status = wait_degraded(cp, "mute", "the node to fail")
-        record = status["rollout"]["nodes"]["mute-a"]
+        record = rollout_nodes(cp, "mute", status)["mute-a"]
         assert record["step"] == "Failed"
         assert "the agent did not apply generation" in record["message"]
         assert "GPU 0 as it was" in record["message"]
@@ -460,11 +462,7 @@ def test_a_spec_edited_into_an_invalid_one_mid_drain_still_rolls_the_node_back(
             )
             wait_for(lambda: plan_status(cp, "inv").get("phase") == "Invalid", "Invalid")
             record = wait_for(
-                lambda: (
-                    (r := plan_status(cp, "inv")["rollout"]["nodes"][draining])["step"]
-                    == "RolledBack"
-                    and r
-                ),
+                lambda: (r := rollout_nodes(cp, "inv")[draining])["step"] == "RolledBack" and r,
                 "the drained node to time out and roll back under the spec it began with",
                 timeout=90,
             )

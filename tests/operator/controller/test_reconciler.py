@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from migplan.operator.controller.reconciler import PlanController
+from migplan.operator.controller import planning
+from migplan.operator.controller.reconciler import REBALANCE, PlanController
+from migplan.operator.controller.rollout_book import read_records
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.planner.api.group import API_VERSION, PLANS
 from migplan.planner.api.nodepartition import NodePhase
@@ -136,6 +138,14 @@ def status(cluster: InMemoryCluster, name: str) -> dict[str, Any]:
     return dict(found.get("status") or {})
 
 
+def rollout(cluster: InMemoryCluster, name: str) -> dict[str, dict[str, Any]]:
+    """The records of the plan's current rollout as its nodes' NodePartitions hold them
+    (what a restarted operator reads), node -> record."""
+    input_hash = status(cluster, name)["rollout"]["inputHash"]
+    found = read_records(cluster, plan=name, input_hash=input_hash)
+    return {n: r.model_dump(mode="json", by_alias=True) for n, r in found.items()}
+
+
 def reasons(plans: PlanController) -> list[str]:
     return [reason for _, reason, _ in plans.posted]  # type: ignore[attr-defined]
 
@@ -147,8 +157,10 @@ def test_a_new_plan_is_planned_with_a_rollout_and_an_event(cluster: InMemoryClus
     found = status(cluster, "p")
     assert found["phase"] == "Pending"
     assert found["observedGeneration"] == 1
-    records = found["rollout"]["nodes"]
+    records = rollout(cluster, "p")
     assert records
+    assert found["rollout"]["total"] == len(records)
+    assert found["rollout"]["steps"]["Pending"] == len(records)
     assert set(records) <= {"a-0", "a-1"}
     assert all(r["step"] == NodeStep.PENDING for r in records.values())
     assert "Planned" in reasons(plans)
@@ -168,9 +180,12 @@ def test_ticks_in_an_open_window_take_the_rollout_to_ready(cluster: InMemoryClus
             break
     found = status(cluster, "p")
     assert found["phase"] == "Ready", found
-    assert {r["step"] for r in found["rollout"]["nodes"].values()} == {NodeStep.DONE}
+    records = rollout(cluster, "p")
+    assert {r["step"] for r in records.values()} == {NodeStep.DONE}
+    assert found["rollout"]["steps"]["Done"] == len(records)
+    assert found["rollout"]["inHand"] == []
     assert not any(n.spec.unschedulable for n in cluster.core.list_nodes(label_selector=POOL))
-    planned = [p for r in found["rollout"]["nodes"].values() for p in r["evict"]]
+    planned = [p for r in records.values() for p in r["evict"]]
     assert len(planned) == 1
     evicted = [f"ml/{w[2]}" for w in cluster.store.writes if w[:2] == ("delete", "pods")]
     assert evicted == planned
@@ -179,7 +194,7 @@ def test_ticks_in_an_open_window_take_the_rollout_to_ready(cluster: InMemoryClus
         for node in ("a-0", "a-1")
     ]
     assert sum(layout.count("3g.40gb") for layout in layouts) == 3
-    assert reasons(plans).count("NodeDone") == len(found["rollout"]["nodes"])
+    assert reasons(plans).count("NodeDone") == len(records)
 
 
 def test_an_invalid_spec_is_marked_invalid_with_a_warning(cluster: InMemoryCluster) -> None:
@@ -220,9 +235,9 @@ def test_a_spec_change_mid_rollout_is_deferred(cluster: InMemoryCluster) -> None
     plans.spec_changed("p")
     plans.tick("p")  # a node is in hand now
     assert any(
-        r["step"] not in (NodeStep.PENDING, NodeStep.DONE)
-        for r in status(cluster, "p")["rollout"]["nodes"].values()
+        r["step"] not in (NodeStep.PENDING, NodeStep.DONE) for r in rollout(cluster, "p").values()
     )
+    assert status(cluster, "p")["rollout"]["inHand"]
     cluster.store.patch(PLANS, "p", {"spec": {"rollout": {"drainTimeout": "30s"}}})
     plans.spec_changed("p")
     found = status(cluster, "p")
@@ -248,3 +263,44 @@ def test_a_failing_tick_is_recorded_on_the_plan(
     assert failed["status"] == "True"
     assert "the API server is away" in failed["message"]
     assert "TickFailed" in reasons(plans)
+
+
+def roll_out(cluster: InMemoryCluster, plans: PlanController, clock: Clock) -> None:
+    """Tick (the agents applying what they are given) until the plan is Ready."""
+    for _ in range(10):
+        plans.tick("p")
+        agents_apply(cluster)
+        clock.now += timedelta(seconds=5)
+        if status(cluster, "p")["phase"] == "Ready":
+            return
+    raise AssertionError(status(cluster, "p"))
+
+
+def test_a_new_plan_replaces_the_nodes_the_last_one_listed(cluster: InMemoryCluster) -> None:
+    clock = Clock()
+    plans = controller(cluster, clock)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+    assert status(cluster, "p")["plan"]["nodes"]
+    roll_out(cluster, plans, clock)
+    cluster.plans.annotate_plan(name="p", annotations={REBALANCE: "2026-11-26T03:05:00Z"})
+    plans.tick("p")
+    found = status(cluster, "p")
+    assert found["rebalanceHandled"] == "2026-11-26T03:05:00Z"
+    assert found["nodes"] == 0
+    assert found["plan"]["nodes"] == {}  # a merge patch would have kept the last plan's
+    assert found["rollout"]["total"] == 0
+
+
+def test_the_plan_lists_at_most_so_many_nodes(
+    cluster: InMemoryCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planning, "NODES_LISTED", 1)
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+    found = status(cluster, "p")
+    assert found["nodes"] == 2
+    assert list(found["plan"]["nodes"]) == ["a-0"]
+    assert found["plan"]["nodesNotListed"] == 1
+    assert set(rollout(cluster, "p")) == {"a-0", "a-1"}

@@ -11,6 +11,7 @@ import pytest
 from migplan.operator.controller import mig_manager
 from migplan.operator.controller.actuators.base import DEFAULT_MIG_CONFIG_MAP
 from migplan.operator.controller.rollout import CORDONED_BY, NodeStepper
+from migplan.operator.controller.rollout_book import RolloutBook
 from migplan.operator.dra import steer
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
@@ -20,6 +21,7 @@ from migplan.planner.api.spec import Actuator, DraMode
 from migplan.planner.rollout.records import NodeRollout, NodeStep
 
 PLAN = "p"
+ROLLOUT = "h1"
 NODE = "n1"
 BEFORE = "1g.10gb@0"
 AFTER = "7g.80gb@0"
@@ -132,9 +134,11 @@ def record(*, target: str = AFTER, evict: tuple[str, ...] = ("ml/frag",)) -> Nod
 
 def stepper(cluster: InMemoryCluster, clock: Clock, **kwargs: Any) -> NodeStepper:
     events: list[tuple[str, str, str]] = kwargs.pop("events", [])
+    book = RolloutBook(cluster)
     return NodeStepper(
         api=cluster,
         plan=PLAN,
+        keep=lambda r: book.write(PLAN, input_hash=ROLLOUT, record=r),
         plan_generation=1,
         drain_timeout=DRAIN_TIMEOUT,
         agent_timeout=AGENT_TIMEOUT,
@@ -145,10 +149,8 @@ def stepper(cluster: InMemoryCluster, clock: Clock, **kwargs: Any) -> NodeSteppe
 
 
 def recorded(cluster: InMemoryCluster) -> NodeRollout:
-    """The node's record as the plan's status holds it (what a restarted operator reads)."""
-    plan = cluster.plans.get_plan(name=PLAN)
-    assert plan is not None
-    return NodeRollout.model_validate(plan["status"]["rollout"]["nodes"][NODE])
+    """The node's record as its NodePartition holds it (what a restarted operator reads)."""
+    return RolloutBook(cluster).records(PLAN, input_hash=ROLLOUT)[NODE]
 
 
 def cordoned(cluster: InMemoryCluster) -> bool:
@@ -400,9 +402,8 @@ def test_a_crash_at_any_step_boundary_resumes_and_converges(
         raise AssertionError("never crashed")
     except Crash:
         pass
-    restarted = stepper(cluster, clock)  # a new operator: only the plan's status survives
-    plan = cluster.plans.get_plan(name=PLAN)
-    current = recorded(cluster) if plan and plan.get("status") else start
+    restarted = stepper(cluster, clock)  # a new operator: only the records survive
+    current = RolloutBook(cluster).records(PLAN, input_hash=ROLLOUT).get(NODE, start)
     for _ in range(5):
         if current.finished:
             break

@@ -17,6 +17,7 @@ from test_reconciler import (
     plan_body,
     reasons,
     report,
+    rollout,
     status,
 )
 
@@ -142,7 +143,7 @@ def test_a_node_that_joins_is_laid_out_then_released(cluster: InMemoryCluster, u
     assert annotations[ARRIVED_FOR] == "p"
     found = status(cluster, "p")
     assert found["scaleOut"]["arrived"] == ["new-1"]
-    assert "new-1" in found["rollout"]["nodes"]
+    assert "new-1" in rollout(cluster, "p")
     assert "ScaleOutArrived" in reasons(plans)
     settle(cluster, plans, clock)
     assert status(cluster, "p")["scaleOut"]["arrived"] == []

@@ -9,9 +9,11 @@ from prometheus_client import REGISTRY
 
 from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
+from migplan.operator.controller.reconciler import rollout_summary
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.selection import PlanSelector
 from migplan.operator.controller.ticker import STALL_FLOOR, PlanTicker, rollout_invariants
+from migplan.planner.rollout.records import NodeRollout
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
@@ -48,7 +50,9 @@ def record(node: str, step: str, minutes_ago: int | None = None) -> dict:
 
 
 def plan(*records: dict) -> dict:
-    return {"status": {"rollout": {"nodes": {r["node"]: r for r in records}}}}
+    """A plan whose status summarises these records, as the reconciler writes it."""
+    summary = rollout_summary([NodeRollout.model_validate(r) for r in records], now=NOW)
+    return {"status": {"rollout": summary}}
 
 
 def test_invariants_count_steps_and_age_only_unfinished_ones() -> None:
@@ -57,7 +61,7 @@ def test_invariants_count_steps_and_age_only_unfinished_ones() -> None:
             plan(record("a", "Evicting", 7), record("b", "Done", 60)),
             plan(record("c", "Evicting", 2), record("d", "Pending")),
             {"status": {}},
-            {"status": {"rollout": {"nodes": {"gone": None}}}},
+            {"status": {"rollout": {"nodes": {"gone": None}}}},  # an older migplan's
         ],
         cordoned=["a", "c"],
         now=NOW,
