@@ -18,6 +18,7 @@ then, with caches on, the window opens: seconds until the R nodes are rolled out
 `maxUnavailable` R/10 and the plan is Ready, and the pods running.
 
     .venv/bin/python bench/operator_scale.py [--nodes 5000] [--rollout 100] [--steady 120]
+        [--modes both|caches]
 """
 
 from __future__ import annotations
@@ -261,6 +262,7 @@ def _rollout(cp, *, pods: int, rollout: int) -> dict:
         "not_done": failed,
         "pods_running": len(running),
         "status_kib": round(len(json.dumps(final)) / 1024),
+        "nodes_per_minute": round(len(records) / (seconds / 60), 1),
     }
 
 
@@ -269,6 +271,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rollout", type=int, default=100, help="free nodes: the rollout's")
     parser.add_argument("--steady", type=float, default=120, help="seconds of steady cron")
+    parser.add_argument(
+        "--modes",
+        choices=("both", "caches"),
+        default="both",
+        help="both: lists, then caches (with the rollout); caches: only the latter",
+    )
     parser.add_argument("--json", type=Path, default=Path("bench/results/operator-scale.json"))
     args = parser.parse_args()
     configure_logging(level="warning")
@@ -292,7 +300,7 @@ def main() -> None:
                     steady=args.steady,
                     kubeconfig=kubeconfig,
                 )
-                for on in (False, True)
+                for on in ((False, True) if args.modes == "both" else (True,))
             ]
         finally:
             fleet.stop()
@@ -330,7 +338,8 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         f"\nrollout: {rollout['nodes']} nodes, maxUnavailable {rollout['max_unavailable']}:"
         f" {rollout['seconds']:.0f} s to {rollout['phase']} ({rollout['progress']},"
         f" {len(rollout['not_done'])} not done),"
-        f" {rollout['pods_running']} pods running; plan status {rollout['status_kib']} KiB"
+        f" {rollout['pods_running']} pods running; plan status {rollout['status_kib']} KiB;"
+        f" {rollout['nodes_per_minute']:.1f} nodes a minute"
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
