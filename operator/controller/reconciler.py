@@ -567,6 +567,8 @@ class PlanController:
             done = sum(1 for r in records.values() if r.finished)
             update["progress"] = f"{done}/{len(records)}"
             update["rollout"] = rollout_summary(records.values(), now=now)
+            if (status.get("rollout") or {}).get("nodes"):  # an older migplan's, taken over
+                update["rollout"]["nodes"] = None
             update["phase"] = phase.value
             failed = sorted(
                 n for n, r in records.items() if r.finished and r.step is not NodeStep.DONE

@@ -304,3 +304,24 @@ def test_the_plan_lists_at_most_so_many_nodes(
     assert list(found["plan"]["nodes"]) == ["a-0"]
     assert found["plan"]["nodesNotListed"] == 1
     assert set(rollout(cluster, "p")) == {"a-0", "a-1"}
+
+
+def test_records_an_older_operator_kept_in_the_plan_are_taken_over(
+    cluster: InMemoryCluster,
+) -> None:
+    clock = Clock()
+    plans = controller(cluster, clock)
+    cluster.store.create(PLANS, plan_body("p"))
+    plans.spec_changed("p")
+    records = rollout(cluster, "p")
+    for node in records:  # as an operator before the NodePartitions kept them
+        cluster.plans.annotate_node_partition(
+            name=node, labels={}, annotations={"migplan.io/rollout": None}
+        )
+    cluster.plans.patch_plan_status(name="p", status={"rollout": {"nodes": records}})
+    restarted = controller(cluster, clock)
+    roll_out(cluster, restarted, clock)
+    found = status(cluster, "p")
+    assert "nodes" not in found["rollout"]
+    assert {r["step"] for r in rollout(cluster, "p").values()} == {NodeStep.DONE}
+    assert set(rollout(cluster, "p")) == set(records)
