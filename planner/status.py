@@ -77,7 +77,7 @@ class GangStatus(CamelModel):
     reason: str | None = Field(default=None, description="why it is not met")
 
 
-NODES_LISTED = 200
+NODES_LISTED = 50
 """Nodes whose changes `status.plan.nodes` lists (by name): a plan may change thousands of
 nodes and the status is one etcd object (1.5 MiB at most); each changed node's whole target
 is in its rollout record, on its NodePartition."""

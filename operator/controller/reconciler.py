@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -86,6 +87,10 @@ Events = Callable[[Mapping[str, Any], str, str, str], None]
 """(plan object, Normal|Warning, reason, message) -> posts an event on the plan."""
 
 
+STEP_WORKERS = 8
+"""Nodes whose steps are taken at once. A node's steps are a few API calls each (its record,
+the node, its events); one after another, on a loaded API server at 5,000 nodes (~0.8 s a
+step), 50 nodes in hand took two minutes to start."""
 FAILED_LISTED = 20
 """Nodes named in the Degraded condition's message (the rest are counted)."""
 MAX_WARNED = 10_000
@@ -546,9 +551,8 @@ class PlanController:
         update["nextWindow"] = timestamp(window.next_start)
         records = self._records(body)
         stepper = self._stepper(body, spec)
-        for record in sorted(records.values(), key=lambda r: r.order):
-            if record.in_progress:
-                records[record.node] = stepper.advance(record)
+        in_hand = [r for r in sorted(records.values(), key=lambda r: r.order) if r.in_progress]
+        records.update((r.node, r) for r in _advance_each(stepper, in_hand))
         # A suspended plan finishes the nodes in hand and starts no other.
         while not spec.suspend:
             starting = nodes_to_start(
@@ -559,8 +563,8 @@ class PlanController:
             )
             if not starting:
                 break
-            for node in starting:
-                records[node] = stepper.advance(records[node])
+            started = _advance_each(stepper, [records[node] for node in starting])
+            records.update((r.node, r) for r in started)
         generation = _generation(body)
         if records or status.get("rollout") is not None:
             phase = rollout_phase(records.values())
@@ -669,6 +673,17 @@ class PlanController:
         status = fresh.get("status") or {}
         if any(_differs(status.get(k), v) for k, v in update.items()):
             self._write(fresh, update)
+
+
+def _advance_each(stepper: NodeStepper, records: Sequence[NodeRollout]) -> list[NodeRollout]:
+    """Advance each node (independent of the others) as far as it goes now, STEP_WORKERS at
+    a time; the records as last kept, in the order given."""
+    if len(records) <= 1:
+        return [stepper.advance(r) for r in records]
+    stepper.actuator_of_nodes  # noqa: B018  made once, before the threads share it
+    workers = min(STEP_WORKERS, len(records))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="migplan-steps") as pool:
+        return list(pool.map(stepper.advance, records))
 
 
 def _differs(current: Any, update: Any) -> bool:

@@ -146,6 +146,30 @@ def test_node_partitions_keep_generation_with_the_spec_and_status_apart(twin: Tw
     assert api.plans.get_node_partition(name=name)["metadata"]["generation"] == 3
 
 
+def test_a_node_partition_is_annotated_and_listed_by_its_label(twin: Twin) -> None:
+    api, name = twin.api, twin.name("rec")
+    labels, annotations = {"migplan.io/rollout-plan": twin.prefix}, {"migplan.io/rollout": "{}"}
+    assert not api.plans.annotate_node_partition(
+        name=name, labels=labels, annotations=annotations
+    )  # none yet: False, not an error
+    api.plans.create_node_partition(body=_partition(name, "-"))
+    api.plans.create_node_partition(body=_partition(twin.name("other"), "-"))
+    assert api.plans.annotate_node_partition(name=name, labels=labels, annotations=annotations)
+    found = api.plans.get_node_partition(name=name)
+    assert found["metadata"]["generation"] == 1  # metadata is not the spec
+    assert found["metadata"]["annotations"]["migplan.io/rollout"] == "{}"
+    selected = api.plans.list_node_partitions(
+        label_selector=f"migplan.io/rollout-plan={twin.prefix}"
+    )
+    assert [p["metadata"]["name"] for p in selected] == [name]
+    api.plans.annotate_node_partition(
+        name=name, labels={}, annotations={"migplan.io/rollout": None}
+    )
+    assert "migplan.io/rollout" not in (
+        api.plans.get_node_partition(name=name)["metadata"].get("annotations") or {}
+    )
+
+
 def test_plan_status_is_merged_and_none_removes_a_field(twin: Twin) -> None:
     api, name = twin.api, twin.name("plan")
     twin.create_raw(

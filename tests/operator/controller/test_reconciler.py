@@ -325,3 +325,18 @@ def test_records_an_older_operator_kept_in_the_plan_are_taken_over(
     assert "nodes" not in found["rollout"]
     assert {r["step"] for r in rollout(cluster, "p").values()} == {NodeStep.DONE}
     assert set(rollout(cluster, "p")) == set(records)
+
+
+def test_nodes_in_hand_together_are_stepped_together(cluster: InMemoryCluster) -> None:
+    clock = Clock()
+    plans = controller(cluster, clock)
+    rollout_spec = {"maxUnavailable": 2, "drainTimeout": "20s"}
+    cluster.store.create(PLANS, plan_body("p", rollout=rollout_spec))
+    plans.spec_changed("p")
+    assert len(rollout(cluster, "p")) == 2
+    plans.tick("p")
+    assert len(status(cluster, "p")["rollout"]["inHand"]) == 2  # both started in one tick
+    roll_out(cluster, plans, clock)
+    records = rollout(cluster, "p")
+    assert {r["step"] for r in records.values()} == {NodeStep.DONE}
+    assert not any(n.spec.unschedulable for n in cluster.core.list_nodes(label_selector=POOL))
