@@ -212,7 +212,7 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
         ) / max(1.0, plans)
         _progress(f"{mode}: steady stretch done, RSS peak {figures['rss_mib_peak']:.0f} MiB")
         if informers:
-            figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout)
+            figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout, port=port)
             figures["rss_mib_after_rollout"] = rss_mib(proc.pid)
     return figures
 
@@ -221,7 +221,7 @@ def _more(pods: int) -> list[str]:
     return [f"want-{i:05d}" for i in range(pods, pods + MORE)]
 
 
-def _rollout(cp, *, pods: int, rollout: int) -> dict:
+def _rollout(cp, *, pods: int, rollout: int, port: int) -> dict:
     """Open the window (and stop the cron: the plan rolled out stays the one planned);
     seconds until Ready, pods running."""
     _until_met(cp, f"{pods}/{pods}", "the plan without the ten", timeout=300)
@@ -263,6 +263,14 @@ def _rollout(cp, *, pods: int, rollout: int) -> dict:
         "pods_running": len(running),
         "status_kib": round(len(json.dumps(final)) / 1024),
         "nodes_per_minute": round(len(records) / (seconds / 60), 1),
+        "step_seconds_mean": {
+            step: round(
+                metric(port, "migplan_rollout_step_seconds_sum", step=step)
+                / max(1.0, metric(port, "migplan_rollout_step_seconds_count", step=step)),
+                2,
+            )
+            for step in ("Cordoning", "Evicting", "Partitioning", "Verifying", "Uncordoning")
+        },
     }
 
 
@@ -339,7 +347,8 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         f" {rollout['seconds']:.0f} s to {rollout['phase']} ({rollout['progress']},"
         f" {len(rollout['not_done'])} not done),"
         f" {rollout['pods_running']} pods running; plan status {rollout['status_kib']} KiB;"
-        f" {rollout['nodes_per_minute']:.1f} nodes a minute"
+        f" {rollout['nodes_per_minute']:.1f} nodes a minute; mean s per step: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in rollout["step_seconds_mean"].items())
     )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(

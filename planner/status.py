@@ -137,6 +137,11 @@ class RolloutStatus(CamelModel):
     writes one node's small object, not the plan (which would grow with the rollout)."""
 
     input_hash: str | None = None
+    id: str | None = Field(
+        default=None,
+        description="the rollout's records (on the NodePartitions) are those kept under this "
+        "id: the input hash and a digest of the nodes' targets",
+    )
     nodes: dict[str, NodeRollout | None] | None = Field(
         default=None,
         description="records as earlier migplan versions kept them here; taken over into the "

@@ -132,7 +132,7 @@ def _rollout_nodes(api: KubeClient, plan: dict[str, Any]) -> dict[str, dict[str,
     from migplan.operator.controller.rollout_book import read_records  # noqa: PLC0415
 
     rollout = (plan.get("status") or {}).get("rollout") or {}
-    input_hash = rollout.get("inputHash")
+    input_hash = rollout.get("id") or rollout.get("inputHash")
     found = (
         read_records(api, plan=plan["metadata"]["name"], input_hash=input_hash)
         if input_hash

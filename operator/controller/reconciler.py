@@ -31,7 +31,7 @@ from migplan.operator.controller.rollout import (
     no_boundary,
     release_nodes,
 )
-from migplan.operator.controller.rollout_book import RolloutBook
+from migplan.operator.controller.rollout_book import RolloutBook, rollout_id
 from migplan.operator.controller.scale_out import Outcome, ScaleOut
 from migplan.operator.controller.scale_out_settings import ScaleOutSettings
 from migplan.operator.gpu_operator import GpuOperatorSettings
@@ -159,7 +159,7 @@ class PlanController:
         rollout = (body.get("status") or {}).get("rollout") or {}
         return self.book.records(
             body["metadata"]["name"],
-            input_hash=rollout.get("inputHash"),
+            input_hash=rollout.get("id") or rollout.get("inputHash"),
             legacy=rollout.get("nodes") if isinstance(rollout.get("nodes"), dict) else None,
         )
 
@@ -402,11 +402,13 @@ class PlanController:
         records = rollout_nodes(plan, every_node=steering)
         if (manifest.spec.actuator or self.default_actuator) is Actuator.MIG_MANAGER:
             records = self._write_mig_configs(records, now)
-        self.book.begin(name, input_hash=plan.input_hash, records=records)
+        rollout = rollout_id(plan.input_hash, records)
+        self.book.begin(name, input_hash=rollout, records=records)
         spec = manifest.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
         return {
             "rollout": {
                 "inputHash": plan.input_hash,
+                "id": rollout,
                 "nodes": None,
                 "spec": spec,
                 **rollout_summary(records, now=now),
@@ -619,7 +621,8 @@ class PlanController:
 
     def _stepper(self, body: PlanBody, spec: PlanSpec) -> NodeStepper:
         name = body["metadata"]["name"]
-        input_hash = ((body.get("status") or {}).get("rollout") or {}).get("inputHash") or ""
+        rollout = (body.get("status") or {}).get("rollout") or {}
+        input_hash = rollout.get("id") or rollout.get("inputHash") or ""
         return NodeStepper(
             api=self.api,
             plan=name,

@@ -15,6 +15,7 @@ own writes: only the leader writes records, and a leader that loses its Lease ex
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
@@ -99,15 +100,38 @@ class RolloutBook:
         of a fresh 5,000-node fleet changes every node."""
         chosen = list(records)
         with self._lock:
-            self._books[plan] = (input_hash, {})
+            before = self._books.get(plan)
+            kept = before[1] if before is not None and before[0] == input_hash else {}
+            # A re-plan from the same inputs (cron, window closed) records the same nodes
+            # again: only what differs from what this process last wrote is written.
+            same = {r.node: r for r in chosen if kept.get(r.node) == r}
+            self._books[plan] = (input_hash, dict(same))
+        changed = [r for r in chosen if r.node not in same]
         with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="migplan-records") as pool:
-            list(pool.map(lambda r: self.write(plan, input_hash=input_hash, record=r), chosen))
-        log.info("rollout recorded", plan=plan, rollout=input_hash, nodes=len(chosen))
+            list(pool.map(lambda r: self.write(plan, input_hash=input_hash, record=r), changed))
+        log.info(
+            "rollout recorded",
+            plan=plan,
+            rollout=input_hash,
+            nodes=len(chosen),
+            written=len(changed),
+        )
 
     def forget(self, plan: str) -> None:
         """The plan is gone: its records are no longer kept in memory."""
         with self._lock:
             self._books.pop(plan, None)
+
+
+def rollout_id(input_hash: str, records: Iterable[NodeRollout]) -> str:
+    """The id a rollout's records are kept under: the plan's input hash and a digest of the
+    nodes' targets and evictions, so a plan that differs under the same inputs (a solve cut
+    short by its time limit) never counts an earlier rollout's records as its own."""
+    targets = sorted(
+        (r.node, [t.model_dump(mode="json") for t in r.gpus], list(r.evict)) for r in records
+    )
+    digest = hashlib.sha256(json.dumps(targets, separators=(",", ":")).encode()).hexdigest()
+    return f"{input_hash}/{digest[:16]}"
 
 
 def read_records(api: Kube, *, plan: str, input_hash: str) -> dict[str, NodeRollout]:

@@ -16,7 +16,8 @@ def rollout_nodes(cp, plan: str, status: dict | None = None) -> dict[str, dict]:
     if status is None:
         found = json.loads(cp.kubectl("get", "gpp", plan, "-o", "json").stdout)
         status = found.get("status", {})
-    input_hash = (status.get("rollout") or {}).get("inputHash")
+    rollout = status.get("rollout") or {}
+    input_hash = rollout.get("id") or rollout.get("inputHash")
     selector = f"{PLAN_LABEL}={label_value(plan)}"
     partitions = json.loads(
         cp.kubectl("get", "nodepartitions", "-l", selector, "-o", "json").stdout

@@ -141,7 +141,7 @@ def status(cluster: InMemoryCluster, name: str) -> dict[str, Any]:
 def rollout(cluster: InMemoryCluster, name: str) -> dict[str, dict[str, Any]]:
     """The records of the plan's current rollout as its nodes' NodePartitions hold them
     (what a restarted operator reads), node -> record."""
-    input_hash = status(cluster, name)["rollout"]["inputHash"]
+    input_hash = status(cluster, name)["rollout"]["id"]
     found = read_records(cluster, plan=name, input_hash=input_hash)
     return {n: r.model_dump(mode="json", by_alias=True) for n, r in found.items()}
 

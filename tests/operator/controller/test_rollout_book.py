@@ -13,6 +13,7 @@ from migplan.operator.controller.rollout_book import (
     NoPartitionError,
     RolloutBook,
     read_records,
+    rollout_id,
 )
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.planner.api.group import API_VERSION, NODE_PARTITIONS
@@ -97,3 +98,21 @@ def test_records_an_older_migplan_kept_in_the_plan_are_taken_over(
     taken = RolloutBook(cluster).records("p", input_hash="h1", legacy=legacy)
     assert {n: r.step for n, r in taken.items()} == {"n0": NodeStep.VERIFYING}
     assert set(read_records(cluster, plan="p", input_hash="h1")) == {"n0"}
+
+
+def test_the_same_rollout_recorded_again_writes_nothing(cluster: InMemoryCluster) -> None:
+    book = RolloutBook(cluster)
+    book.begin("p", input_hash="h1", records=[record(n) for n in NODES])
+    cluster.store.writes.clear()
+    book.begin("p", input_hash="h1", records=[record(n) for n in NODES])
+    assert cluster.store.writes == []
+    book.begin("p", input_hash="h1", records=[record("n0", NodeStep.DONE)])
+    assert cluster.store.writes == [("patch", NODE_PARTITIONS, "n0")]
+    assert set(book.records("p", input_hash="h1")) == {"n0"}
+
+
+def test_a_different_plan_under_the_same_inputs_is_another_rollout() -> None:
+    first = [record(n) for n in NODES]
+    assert rollout_id("h1", first) == rollout_id("h1", list(reversed(first)))
+    assert rollout_id("h1", first) != rollout_id("h1", first[:2])
+    assert rollout_id("h1", first) != rollout_id("h2", first)
