@@ -116,7 +116,7 @@ def test_a_claim_for_two_devices_gets_a_node_that_holds_both(crds, operator_kube
         results = claimed["status"]["allocation"]["devices"]["results"]
         assert len(results) == 2
         assert len({r["pool"] for r in results}) == 1  # both devices from one node's pool
-        changed = [n for n, r in rollout_nodes(cp, NS, status).items() if r["step"] == "Done"]
+        changed = [n for n, r in rollout_nodes(cp, ns, status).items() if r["step"] == "Done"]
         assert len(changed) == 1
     finally:
         fleet.stop()
