@@ -25,8 +25,8 @@ from typing import Any
 
 import structlog
 
-from migplan.operator.dra.steer import label_value
 from migplan.operator.kube.seam import Kube
+from migplan.planner.api.labels import label_value
 from migplan.planner.rollout.records import NodeRollout
 
 log = structlog.get_logger("migplan.rollout")

@@ -23,6 +23,7 @@ from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
 from migplan.operator.dra import steer
 from migplan.operator.kube.bodies import PlanBody
+from migplan.planner.api.labels import label_value
 from migplan.planner.rollout.schedule import parse_timestamp
 from migplan.planner.status import RolloutStatus
 
@@ -131,9 +132,9 @@ class PlanTicker:
                 if self._steering
                 else set()
             )
-            gone = owners - {steer.label_value(n) for n in names}
+            gone = owners - {label_value(n) for n in names}
         else:
-            gone = {steer.label_value(n) for n in self._plans - names}
+            gone = {label_value(n) for n in self._plans - names}
         self._plans = set(names)
         if not self._steering:
             return

@@ -20,6 +20,7 @@ from migplan.operator.dra.devices import DRIVER, DeviceKind, SliceDevice, slice_
 from migplan.operator.dra.inventory import DraState
 from migplan.operator.kube.dra import DRA_GROUP, TAINT_RULES
 from migplan.operator.kube.seam import Kube
+from migplan.planner.api.labels import label_value
 from migplan.planner.hardware.layout import Layout
 
 TAINT_KEY = "migplan.io/off-plan"
@@ -38,13 +39,6 @@ def rule_name(*, plan: str, node: str, device: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:20]
     return f"migplan.{digest}"
-
-
-def label_value(value: str) -> str:
-    """A label value: names longer than 63 characters are shortened with a digest."""
-    if len(value) <= 63:
-        return value
-    return value[:42] + "-" + hashlib.sha256(value.encode()).hexdigest()[:20]
 
 
 def desired_rules(

@@ -67,8 +67,13 @@ class Plans:
 
     def list_node_partitions(self, *, label_selector: str | None = None) -> list[NodePartitionBody]:
         """Every NodePartition (those `label_selector` selects, if given)."""
-        found = client.CustomObjectsApi(self.api).list_cluster_custom_object(
-            GROUP, VERSION, NODE_PARTITIONS, label_selector=label_selector or ""
+        api = client.CustomObjectsApi(self.api)
+        found = (
+            api.list_cluster_custom_object(
+                GROUP, VERSION, NODE_PARTITIONS, label_selector=label_selector
+            )
+            if label_selector
+            else api.list_cluster_custom_object(GROUP, VERSION, NODE_PARTITIONS)
         )
         return cast(list[NodePartitionBody], cast(dict[str, Any], found)["items"])
 

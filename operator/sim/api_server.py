@@ -706,6 +706,17 @@ class InMemoryCluster:
             },
         )
 
+    def add_node_partition(self, node: str) -> None:
+        """The node's NodePartition as its agent creates it, before any report."""
+        self.plans.create_node_partition(
+            body={
+                "apiVersion": API_VERSION,
+                "kind": "NodePartition",
+                "metadata": {"name": node},
+                "spec": {"nodeName": node},
+            }
+        )
+
     def add_pod(
         self,
         namespace: str,

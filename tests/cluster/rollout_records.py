@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from migplan.operator.controller.rollout_book import PLAN_LABEL, record_of
-from migplan.operator.dra.steer import label_value
+from migplan.planner.api.labels import label_value
 from migplan.planner.rollout.records import NodeRollout
 
 

@@ -4,6 +4,7 @@ a rollout to Ready."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,12 +12,13 @@ import pytest
 
 from migplan.operator.controller import planning
 from migplan.operator.controller.reconciler import REBALANCE, PlanController
+from migplan.operator.controller.rollout import NodeStepper
 from migplan.operator.controller.rollout_book import read_records
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.planner.api.group import API_VERSION, PLANS
 from migplan.planner.api.nodepartition import NodePhase
 from migplan.planner.hardware.catalog import default_catalog
-from migplan.planner.rollout.records import NodeStep
+from migplan.planner.rollout.records import NodeRollout, NodeStep
 
 POOL = "migplan.io/pool"
 ALWAYS_OPEN = {"start": "* * * * *", "duration": "1h"}
@@ -56,9 +58,7 @@ def report(cluster: InMemoryCluster, node: str, layout: str, in_use: dict[str, s
     """The node's agent: its GPU as NVML has it, and the device plugin's resources."""
     found = cluster.plans.get_node_partition(name=node)
     if found is None:
-        cluster.plans.create_node_partition(
-            body={"apiVersion": API_VERSION, "metadata": {"name": node}, "spec": {"nodeName": node}}
-        )
+        cluster.add_node_partition(node)
         found = cluster.plans.get_node_partition(name=node)
     cluster.plans.patch_node_partition_status(
         name=node,
@@ -172,14 +172,8 @@ def test_ticks_in_an_open_window_take_the_rollout_to_ready(cluster: InMemoryClus
     plans = controller(cluster, clock)
     cluster.store.create(PLANS, plan_body("p"))
     plans.spec_changed("p")
-    for _ in range(10):
-        plans.tick("p")
-        agents_apply(cluster)
-        clock.now += timedelta(seconds=5)
-        if status(cluster, "p")["phase"] == "Ready":
-            break
+    roll_out(cluster, plans, clock)
     found = status(cluster, "p")
-    assert found["phase"] == "Ready", found
     records = rollout(cluster, "p")
     assert {r["step"] for r in records.values()} == {NodeStep.DONE}
     assert found["rollout"]["steps"]["Done"] == len(records)
@@ -327,7 +321,17 @@ def test_records_an_older_operator_kept_in_the_plan_are_taken_over(
     assert set(rollout(cluster, "p")) == set(records)
 
 
-def test_nodes_in_hand_together_are_stepped_together(cluster: InMemoryCluster) -> None:
+def test_nodes_in_hand_together_are_stepped_together(
+    cluster: InMemoryCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    both_in_a_step = threading.Barrier(2, timeout=5)
+    advance = NodeStepper.advance
+
+    def meeting(self: NodeStepper, record: NodeRollout) -> NodeRollout:
+        both_in_a_step.wait()  # one node stepped after the other never meets the second
+        return advance(self, record)
+
+    monkeypatch.setattr(NodeStepper, "advance", meeting)
     clock = Clock()
     plans = controller(cluster, clock)
     rollout_spec = {"maxUnavailable": 2, "drainTimeout": "20s"}
@@ -336,6 +340,7 @@ def test_nodes_in_hand_together_are_stepped_together(cluster: InMemoryCluster) -
     assert len(rollout(cluster, "p")) == 2
     plans.tick("p")
     assert len(status(cluster, "p")["rollout"]["inHand"]) == 2  # both started in one tick
+    monkeypatch.undo()
     roll_out(cluster, plans, clock)
     records = rollout(cluster, "p")
     assert {r["step"] for r in records.values()} == {NodeStep.DONE}

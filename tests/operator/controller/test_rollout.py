@@ -107,14 +107,7 @@ def cluster() -> InMemoryCluster:
     the node too (it holds nothing that goes); the plan object the records go into."""
     cluster = InMemoryCluster()
     cluster.add_node(NODE, labels={"nvidia.com/mig.capable": "true"}, allocatable={})
-    cluster.plans.apply_node_partition(
-        body={
-            "apiVersion": API_VERSION,
-            "kind": "NodePartition",
-            "metadata": {"name": NODE},
-            "spec": {"nodeName": NODE},
-        }
-    )
+    cluster.add_node_partition(NODE)
     cluster.add_pod("ml", "frag", node=NODE, requests={RESOURCE + "1g.10gb": "1"})
     cluster.add_pod("ml", "keep", node=NODE)
     report(cluster, layout=BEFORE, in_use={"1g.10gb@0": "ml/frag"})

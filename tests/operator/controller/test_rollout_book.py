@@ -16,7 +16,7 @@ from migplan.operator.controller.rollout_book import (
     rollout_id,
 )
 from migplan.operator.sim.api_server import InMemoryCluster
-from migplan.planner.api.group import API_VERSION, NODE_PARTITIONS
+from migplan.planner.api.group import NODE_PARTITIONS
 from migplan.planner.api.nodepartition import GpuTarget
 from migplan.planner.rollout.records import NodeRollout, NodeStep
 
@@ -27,14 +27,7 @@ NODES = ("n0", "n1", "n2")
 def cluster() -> InMemoryCluster:
     cluster = InMemoryCluster()
     for node in NODES:
-        cluster.plans.apply_node_partition(
-            body={
-                "apiVersion": API_VERSION,
-                "kind": "NodePartition",
-                "metadata": {"name": node},
-                "spec": {"nodeName": node},
-            }
-        )
+        cluster.add_node_partition(node)
     return cluster
 
 
