@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Self, cast
 
@@ -50,6 +50,19 @@ class Layout:
     """The instances on one GPU, kept sorted by start so equal layouts compare equal."""
 
     instances: tuple[Instance, ...] = ()
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Layouts key the planner's caches and tables and are hashed about a million times a
+        # 2,000-GPU pass; the generated hash recomputed every instance's each time.
+        object.__setattr__(self, "_hash", hash(self.instances))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Layout], tuple[tuple[Instance, ...]]]:
+        # A string's hash differs between processes: an unpickled layout hashes afresh.
+        return (Layout, (self.instances,))
 
     @classmethod
     def of(cls, instances: tuple[Instance, ...] | list[Instance]) -> Self:

@@ -43,7 +43,8 @@ from ortools.sat.python import cp_model
 
 from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
 from migplan.planner.solver.model import PlanningModel
-from migplan.planner.solver.prune import fix_by_reduced_costs
+from migplan.planner.solver.neighbourhood import solve_neighbourhood
+from migplan.planner.solver.prune import Duals, fix_within, lp_duals
 
 Expression = Callable[[PlanningModel], cp_model.LinearExprT]
 Progress = Callable[[str], None]
@@ -85,6 +86,12 @@ PRUNE_SHARE = 0.5
 (reading the LP and solving it), so the stage it serves keeps the rest. Unbounded, on 8,000
 fragmented GPUs with multi-instance pods, it took the 0.7 s left after a proven evictions
 stage and 0.4 s more, and the next stage never ran."""
+
+
+NEIGHBOURHOOD_SHARE = 0.25
+"""Of the time left after a stage's LP, the most its neighbourhood (`neighbourhood.py`) may
+take; where the neighbourhood does not settle the stage, its best solution starts the
+solve of the whole model."""
 
 
 @dataclass
@@ -150,15 +157,57 @@ def _solver(left: float, workers: int, seed: int, *, interleave: bool) -> cp_mod
     return solver
 
 
-def _hint(model: cp_model.CpModel, values: Mapping[int, int]) -> None:
-    """Hint every variable, so the stage starts from a complete, feasible solution."""
+def _solve_stage(
+    pm: PlanningModel,
+    values: Mapping[int, int],
+    *,
+    deadline: float,
+    lp: bool,
+    settings: tuple[int, int, bool],
+) -> tuple[cp_model.CpSolverStatus, cp_model.CpSolver, Duals | None]:
+    """Solve `pm` under its objective from the solution `values`: with `lp`, first the LP of
+    the objective (fixing what no solution as good as the hint can move) and its
+    neighbourhood, which settles the stage where its best reaches the LP's bound; else, or
+    if it does not, the whole model. The status, the solver holding the solution, and the
+    LP's answer (for fixing after the stage)."""
+    workers, seed, interleave = settings
+    hinted = _hint(pm.model, values)
+    left = deadline - time.monotonic()
+    duals = lp_duals(pm.model, pm.relaxation, time_limit=PRUNE_SHARE * left) if lp else None
+    near = None
+    if duals is not None and (left := deadline - time.monotonic()) > 0:
+        fix_within(pm.model, pm.relaxation, duals, solution=hinted)
+        near = _solver(NEIGHBOURHOOD_SHARE * left, workers, seed, interleave=interleave)
+        better = solve_neighbourhood(pm.model, duals, hinted, solver=near)
+        if better is None:
+            near = None
+        elif duals.proves(better):
+            # CP-SAT proved the neighbourhood, the LP's bound the rest.
+            return cp_model.OPTIMAL, near, duals
+        else:
+            hinted = _hint(pm.model, dict(enumerate(better)))
+            fix_within(pm.model, pm.relaxation, duals, solution=hinted)
+    # CP-SAT calls a negative time limit an invalid model: the LP may have used the time up.
+    left = max(0.0, deadline - time.monotonic())
+    solver = _solver(left, workers, seed, interleave=interleave)
+    status = solver.solve(pm.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) and near is not None:
+        return cp_model.FEASIBLE, near, duals  # no time to load its hint: the better start
+    return status, solver, duals
+
+
+def _hint(model: cp_model.CpModel, values: Mapping[int, int]) -> list[int]:
+    """Hint every variable, so the stage starts from a complete, feasible solution; the
+    hint, by variable index."""
     model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools lacks a type hint here
     count = len(model.proto.variables)
     # Written into the proto in two batches: one add_hint call per variable took 30 ms a
     # stage on 2,000 GPUs.
     hint = model.proto.solution_hint
+    hinted = [values.get(index, 0) for index in range(count)]
     hint.vars.extend(range(count))
-    hint.values.extend([values.get(index, 0) for index in range(count)])
+    hint.values.extend(hinted)
+    return hinted
 
 
 def solve_stages(
@@ -208,10 +257,14 @@ def solve_stages(
         if progress:
             progress(f"solving stage {n + 1} ({', '.join(c.name for c in criteria)})")
         pm.model.maximize(expr)
-        _hint(pm.model, result.values)
-        solver = _solver(left, workers, seed, interleave=interleave)
         started = time.monotonic()
-        status = solver.solve(pm.model)
+        status, solver, duals = _solve_stage(
+            pm,
+            result.values,
+            deadline=deadline,
+            lp=continued or criteria is not stages[-1],
+            settings=(workers, seed, interleave),
+        )
         seconds = time.monotonic() - started
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"planner bug: CP-SAT says the model is invalid (stage {n + 1})")
@@ -234,14 +287,14 @@ def solve_stages(
         result.optimal = result.optimal and proven
         if n == 0:
             result.objective = solver.objective_value
-            result.bound = solver.best_objective_bound
+            result.bound = solver.objective_value if proven else solver.best_objective_bound
         for k, c in enumerate(criteria):
             value = float(solver.value(c.expression(pm)))
             result.stages.append(
                 SolverStage(
                     name=c.name,
                     sense=c.sense,
-                    status=SolveStatus(solver.status_name(status)),
+                    status=SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE,
                     value=value,
                     bound=value if proven else None,
                     seconds=seconds if k == 0 else 0.0,
@@ -250,11 +303,8 @@ def solve_stages(
         solution = solver.response_proto.solution
         result.values = dict(enumerate(solution))
         result.found = True
-        if continued or criteria is not stages[-1]:
-            left = deadline - time.monotonic()
-            fix_by_reduced_costs(
-                pm.model, pm.relaxation, solution=solution, time_limit=PRUNE_SHARE * left
-            )
+        if duals is not None:
+            fix_within(pm.model, pm.relaxation, duals, solution=solution)
         fixed = round(solver.objective_value)
         pm.model.add(expr == fixed if proven else expr >= fixed)
     result.optimal = result.optimal and result.found

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from migplan.planner.errors import LayoutSyntaxError
@@ -108,3 +110,13 @@ def test_compute_and_instance_totals(catalog) -> None:
     violations = check_layout(a100, Layout.parse(full + "+1g.5gb@6"))
     found = {v.rule for v in violations}
     assert {Rule.COMPUTE, Rule.INSTANCES, Rule.MAX_COUNT, Rule.OVERLAP} <= found
+
+
+def test_equal_layouts_hash_alike_also_after_pickling() -> None:
+    parsed = Layout.parse("3g.40gb@0+2g.20gb@4")
+    built = Layout.of([Instance(4, "2g.20gb"), Instance(0, "3g.40gb")])
+    copied = pickle.loads(pickle.dumps(parsed))
+    assert parsed == built == copied
+    assert len({parsed, built, copied}) == 1
+    assert hash(copied) == hash(copied.instances)
+    assert Layout.parse("3g.40gb@0") not in {parsed}
