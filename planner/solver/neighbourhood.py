@@ -17,7 +17,7 @@ whole model took 0.66 s to find and prove it, and 0.54 s even when hinted with i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -31,22 +31,23 @@ def solve_neighbourhood(
     model: cp_model.CpModel, duals: Duals, hint: Sequence[int], *, solver: cp_model.CpSolver
 ) -> list[int] | None:
     """The best solution `solver` finds for `model` with every variable fixed whose LP value
-    in `duals` is integral and equals `hint` (which `model` holds as its hint); None if it
-    found none in its time. `model`'s domains are as before when this returns."""
+    in `duals` is integral and equals `hint`; None if it found none in its time. `model`
+    holds `hint` as its hint again when this returns."""
     rounded = np.round(duals.values)
     same = (np.abs(duals.values - rounded) <= TOLERANCE) & (rounded == np.asarray(hint))
-    variables = model.proto.variables
-    saved: list[tuple[int, int, int]] = []
+    fixed = np.flatnonzero(same).tolist()
+    # The fixed variables as the only hint, which CP-SAT fixes: twice as fast as narrowing
+    # and restoring each domain in the proto (0.08 s against 0.13 s at 2,000 GPUs).
+    _set_hint(model, fixed, [hint[index] for index in fixed])
+    solver.parameters.fix_variables_to_their_hinted_value = True
     try:
-        for index in np.flatnonzero(same).tolist():
-            domain = variables[index].domain
-            if len(domain) != 2 or domain[0] == domain[1]:
-                continue  # a domain with holes, or fixed already
-            saved.append((index, domain[0], domain[1]))
-            domain[0] = domain[1] = hint[index]
         status = solver.solve(model)
     finally:
-        for index, low, high in saved:
-            domain = variables[index].domain
-            domain[0], domain[1] = low, high
+        _set_hint(model, range(len(hint)), hint)
     return list(solver.response_proto.solution) if status in FOUND else None
+
+
+def _set_hint(model: cp_model.CpModel, variables: Iterable[int], values: Iterable[int]) -> None:
+    model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools lacks a type hint here
+    model.proto.solution_hint.vars.extend(variables)
+    model.proto.solution_hint.values.extend(values)

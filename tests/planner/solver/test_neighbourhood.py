@@ -64,6 +64,7 @@ def test_the_neighbourhood_is_no_worse_than_the_hint_and_a_proof_is_the_optimum(
     found = solve_neighbourhood(model, duals, hint, solver=_solver())
 
     assert _domains(model) == before
+    assert list(model.proto.solution_hint.values) == hint
     assert found is not None
     assert duals.reached(found) <= duals.reached(hint)
     if duals.proves(found):
