@@ -17,7 +17,7 @@ whole model took 0.66 s to find and prove it, and 0.54 s even when hinted with i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -31,23 +31,17 @@ def solve_neighbourhood(
     model: cp_model.CpModel, duals: Duals, hint: Sequence[int], *, solver: cp_model.CpSolver
 ) -> list[int] | None:
     """The best solution `solver` finds for `model` with every variable fixed whose LP value
-    in `duals` is integral and equals `hint`; None if it found none in its time. `model`
-    holds `hint` as its hint again when this returns."""
+    in `duals` is integral and equals `hint` (`model`'s hint, which guides the search); None
+    if it found none in its time. The fixing is done on a copy: `model` is left as it was."""
     rounded = np.round(duals.values)
     same = (np.abs(duals.values - rounded) <= TOLERANCE) & (rounded == np.asarray(hint))
-    fixed = np.flatnonzero(same).tolist()
-    # The fixed variables as the only hint, which CP-SAT fixes: twice as fast as narrowing
-    # and restoring each domain in the proto (0.08 s against 0.13 s at 2,000 GPUs).
-    _set_hint(model, fixed, [hint[index] for index in fixed])
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    try:
-        status = solver.solve(model)
-    finally:
-        _set_hint(model, range(len(hint)), hint)
+    # A copy narrowed once costs about what narrowing the model and restoring it would, and
+    # keeps the full hint (fixing through a partial hint left the free variables unhinted).
+    sub = model.clone()
+    variables = sub.proto.variables
+    for index in np.flatnonzero(same).tolist():
+        domain = variables[index].domain
+        if len(domain) == 2:
+            domain[0] = domain[1] = hint[index]
+    status = solver.solve(sub)
     return list(solver.response_proto.solution) if status in FOUND else None
-
-
-def _set_hint(model: cp_model.CpModel, variables: Iterable[int], values: Iterable[int]) -> None:
-    model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools lacks a type hint here
-    model.proto.solution_hint.vars.extend(variables)
-    model.proto.solution_hint.values.extend(values)
