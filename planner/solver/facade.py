@@ -32,7 +32,7 @@ from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.explain import Explainer
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel
-from migplan.planner.solver.objective import Score, score
+from migplan.planner.solver.objective import Score, disruption, score
 from migplan.planner.solver.pools import PoolSet, build_pools, for_demand_alone
 from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve_stages
 
@@ -291,7 +291,11 @@ def _solve_demand_first(
     # fewest: the demand it meets is fixed in the model.
     best = fewer if fewer.found else first
     repaired = keeping_more(pm, map_to_gpus(pm=small, result=best, policy=pm.policy))
-    plans = _ranked(pm, starts.gpus, starts.demand, [("repaired", repaired)]) + meeting
+    # Ranked by evictions on (the model holds its demand met at `met`): no allocation needed.
+    mended = disruption(
+        starts.gpus, repaired, weighted_met=met, rebuild=pm.policy.whole_gpu_rebuild
+    )
+    plans = [(mended, "repaired", repaired), *meeting]
     try:
         _, hint = starts.first_allowed(sorted(plans, key=_evictions_first, reverse=True))
     except StopIteration:  # a planner bug, but the carried-over solution still holds

@@ -41,7 +41,19 @@ def score(
 ) -> Score:
     """The criteria of the plan taking every GPU to its layout in `targets`."""
     _, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
-    weighted = allocation.weighted(demand)
+    return disruption(gpus, targets, weighted_met=allocation.weighted(demand), rebuild=rebuild)
+
+
+def disruption(
+    gpus: Sequence[GpuState],
+    targets: Mapping[GpuKey, Layout],
+    *,
+    weighted_met: int,
+    rebuild: bool = False,
+) -> Score:
+    """The criteria after demand met, which the caller knows (`weighted_met`): what ranks
+    plans that meet the same demand, without giving the demand its instances (the costly
+    part of `score` where gangs and bundles are packed node by node)."""
     evictions = changed = room = steps = 0
     nodes: set[str] = set()
     for gpu in gpus:
@@ -57,4 +69,4 @@ def score(
         changed += 1
         nodes.add(gpu.node)
         steps += len(ops)
-    return Score(weighted, -evictions, -changed, -len(nodes), room, -steps)
+    return Score(weighted_met, -evictions, -changed, -len(nodes), room, -steps)
