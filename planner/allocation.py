@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ortools.graph.python import min_cost_flow
 
@@ -261,10 +262,17 @@ class _Packing:
         wanted = {profile for part in item.per_pod for profile in part.profiles}
         # Only nodes with enough of the profiles the pod takes can host one (at 1,000 nodes,
         # ordering and trying every node took most of a plan's scoring).
-        hosts = [
-            name for name, free in self.nodes.items() if sum(free.get(p, 0) for p in wanted) >= size
-        ]
-        for name in sorted(hosts, key=lambda name: (self.nodes[name].total(), name)):
+        if len(wanted) == 1:
+            (one,) = wanted
+            hosts = [(f.total(), name) for name, f in self.nodes.items() if f.get(one, 0) >= size]
+        else:
+            hosts = [
+                (f.total(), name)
+                for name, f in self.nodes.items()
+                if sum(f.get(p, 0) for p in wanted) >= size
+            ]
+        hosts.sort()
+        for _, name in hosts:
             free = self.nodes[name]
             while self.met[n] < item.count and free.total() >= size:
                 taken = _fit(item.per_pod, free)
@@ -281,11 +289,9 @@ class _Packing:
 def take_scattered(nodes: Mapping[str, Counter[str]], profile: str, count: int) -> None:
     """Take `count` free instances of `profile` from `nodes`, those with the least free first,
     so the nodes with the most free instances stay whole for pods that need several."""
-    holders = sorted(
-        (name for name, free in nodes.items() if free.get(profile, 0) > 0),
-        key=lambda name: (nodes[name].total(), name),
-    )
-    for name in holders:
+    holders = [(free.total(), name) for name, free in nodes.items() if free.get(profile, 0) > 0]
+    holders.sort()
+    for _, name in holders:
         took = min(count, nodes[name][profile])
         nodes[name][profile] -= took
         count -= took
@@ -306,19 +312,26 @@ def hostable(parts: Sequence[Part], nodes: Mapping[str, Mapping[str, int]]) -> i
     return pods
 
 
-def _fit(parts: Sequence[Part], free: Counter[str]) -> list[Counter[str]] | None:
+def _fit(parts: Sequence[Part], free: Mapping[str, int]) -> list[Counter[str]] | None:
     """Instances from `free` for one pod's parts (fewest alternatives first, smallest
     profile first), or None when they do not all fit."""
-    left = Counter(free)
+    left: dict[str, int] = {}
     taken: list[Counter[str]] = [Counter() for _ in parts]
-    for j in sorted(range(len(parts)), key=lambda j: (len(parts[j].profiles), j)):
+    for j in _part_order(tuple(parts)):
         need = parts[j].count
         for profile in parts[j].profiles:
-            got = min(need, left[profile])
+            have = left[profile] if profile in left else free.get(profile, 0)
+            got = min(need, have)
             if got > 0:
                 taken[j][profile] += got
-                left[profile] -= got
+                left[profile] = have - got
                 need -= got
         if need:
             return None
     return taken
+
+
+@lru_cache(maxsize=4096)
+def _part_order(parts: tuple[Part, ...]) -> tuple[int, ...]:
+    """The order `_fit` fills a pod's parts in: fewest alternatives first."""
+    return tuple(sorted(range(len(parts)), key=lambda j: (len(parts[j].profiles), j)))
