@@ -33,7 +33,7 @@ Shared by the plan assembly, the solver's starting points and the validator, so 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -213,6 +213,12 @@ class _Packing:
         }
         self.met = [0] * len(demand)
         self.parts: list[list[Counter[str]]] = [[Counter() for _ in d.parts] for d in demand]
+        self.holding: dict[str, set[str]] = {}
+        """Per profile, the nodes with a free instance of it (kept as instances are taken:
+        scanning every node per item took most of a 1,000-node packing)."""
+        for name, free in self.nodes.items():
+            for profile in free:
+                self.holding.setdefault(profile, set()).add(name)
 
     def run(self) -> Allocation:
         """Every level, highest priority first."""
@@ -253,7 +259,9 @@ class _Packing:
                     self._take_scattered(profile, count)
 
     def _take_scattered(self, profile: str, count: int) -> None:
-        take_scattered(self.nodes, profile, count)
+        holders = self.holding.get(profile, set())
+        take_scattered(self.nodes, profile, count, holders=holders)
+        holders.difference_update([name for name in holders if self.nodes[name][profile] <= 0])
 
     def _bundle(self, n: int) -> None:
         """As many of bundle `n`'s pods as fit, each on one node, tightest nodes first."""
@@ -281,17 +289,28 @@ class _Packing:
                 for part, got in zip(self.parts[n], taken, strict=True):
                     part.update(got)
                     free.subtract(got)
+                    for profile in got:
+                        if free[profile] <= 0:
+                            self.holding[profile].discard(name)
                 self.met[n] += 1
             if self.met[n] == item.count:
                 return
 
 
-def take_scattered(nodes: Mapping[str, Counter[str]], profile: str, count: int) -> None:
+def take_scattered(
+    nodes: Mapping[str, Counter[str]],
+    profile: str,
+    count: int,
+    *,
+    holders: Collection[str] | None = None,
+) -> None:
     """Take `count` free instances of `profile` from `nodes`, those with the least free first,
-    so the nodes with the most free instances stay whole for pods that need several."""
-    holders = [(free.total(), name) for name, free in nodes.items() if free.get(profile, 0) > 0]
-    holders.sort()
-    for _, name in holders:
+    so the nodes with the most free instances stay whole for pods that need several.
+    `holders`: the only nodes that may have one, where the caller keeps track."""
+    names = nodes if holders is None else holders
+    holders_by_size = [(nodes[n].total(), n) for n in names if nodes[n].get(profile, 0) > 0]
+    holders_by_size.sort()
+    for _, name in holders_by_size:
         took = min(count, nodes[name][profile])
         nodes[name][profile] -= took
         count -= took
