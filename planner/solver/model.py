@@ -236,8 +236,9 @@ class PlanningModel:
             self.parts.append([serve])
         # Profiles outside the pools' columns are asked for zero times: nothing to constrain.
         wanted = {p for item in self.demand for p in item.profiles}
+        supplies: dict[str, Expr] = {}
         for profile in sorted(wanted & set(self.pools.profiles)):
-            supply = self.supply(profile)
+            supply = supplies[profile] = self.supply(profile)
             for kind in DemandKind:
                 items = [
                     (serve[profile], 1)
@@ -252,7 +253,8 @@ class PlanningModel:
                     self.model.add(_sum(items) <= supply - self.pins[profile])
         if self.policy.disruption is Disruption.EVICT:
             for profile in sorted(self.pins):
-                self.model.add(self.supply(profile) >= self.pins[profile])
+                supply = supplies[profile] if profile in supplies else self.supply(profile)
+                self.model.add(supply >= self.pins[profile])
         self.gang_on = tie_gangs(self.model, self.met, self.demand)
 
     def _limits(self) -> None:
