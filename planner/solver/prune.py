@@ -1,4 +1,8 @@
-"""Reduced-cost fixing between stages: smaller models for the later stages, the same optimum.
+"""Reduced-cost fixing: smaller models for a stage and the stages after it, the same optimum.
+
+The LP is solved before a stage (`lp_duals`) and serves twice (`fix_within`): against the
+stage's starting plan, to shrink the stage's own model, and against the value the stage
+reached, for the later stages. Described here for the second use.
 
 After a stage, every plan the later stages may return is at least as good on that stage's
 criterion as the value the stage reached (`v`, in CP-SAT's internal minimisation). The LP
