@@ -238,6 +238,16 @@ def test_a_time_limit_too_short_to_solve_returns_the_best_starting_plan(gpu, wan
     assert result.solver.gap == 0.0  # met everything: the trivial bound is reached
 
 
+def test_no_time_to_solve_with_evictions_returns_the_best_starting_plan_unproven(gpu, want) -> None:
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="a", pins={"1g.10gb@1": "ns/b"}),
+        gpu("H100-80GB", "4g.40gb@0", node="b", pins={"4g.40gb@0": "ns/c"}),
+    ]
+    result = solve(gpus, [want("3g.40gb", 2)], EVICT, time_limit=1e-9)
+    assert result.solver.status == "FEASIBLE"
+    assert result.solver.stages == ()  # no stage claims anything it did not solve
+
+
 def test_evictions_allowed_but_not_needed_give_the_plan_of_policy_none(gpu, want) -> None:
     # Demand fits without evicting anyone: after proving zero evictions the planner goes on
     # in the smaller model of policy `none`, and must find the same, optimal, plan.
