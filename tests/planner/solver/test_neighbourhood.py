@@ -6,13 +6,11 @@ from __future__ import annotations
 from itertools import product
 
 from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from linear_problems import TOP, domains, problems
 from ortools.sat.python import cp_model
 
 from migplan.planner.solver.neighbourhood import solve_neighbourhood
 from migplan.planner.solver.prune import Relaxation, lp_duals
-
-TOP = 3
 
 
 def _solver() -> cp_model.CpSolver:
@@ -22,25 +20,8 @@ def _solver() -> cp_model.CpSolver:
     return solver
 
 
-def _domains(model: cp_model.CpModel) -> list[tuple[int, int]]:
-    return [(v.domain[0], v.domain[1]) for v in model.proto.variables]
-
-
-problems = st.integers(min_value=2, max_value=4).flatmap(
-    lambda n: st.tuples(
-        st.lists(st.integers(-3, 5), min_size=n, max_size=n),
-        st.lists(
-            st.tuples(st.lists(st.integers(0, 3), min_size=n, max_size=n), st.integers(1, 8)),
-            min_size=1,
-            max_size=3,
-        ),
-        st.lists(st.integers(0, TOP), min_size=n, max_size=n),
-    )
-)
-
-
 @settings(max_examples=80, deadline=None)
-@given(problems)
+@given(problems(4))
 def test_the_neighbourhood_is_no_worse_than_the_hint_and_a_proof_is_the_optimum(problem) -> None:
     costs, rows, hint = problem
     feasible = [
@@ -59,11 +40,11 @@ def test_the_neighbourhood_is_no_worse_than_the_hint_and_a_proof_is_the_optimum(
         model.add_hint(x, value)
     duals = lp_duals(model, Relaxation(), time_limit=10.0)
     assert duals is not None
-    before = _domains(model)
+    before = domains(model)
 
     found = solve_neighbourhood(model, duals, hint, solver=_solver())
 
-    assert _domains(model) == before
+    assert domains(model) == before
     assert list(model.proto.solution_hint.values) == hint
     assert found is not None
     assert duals.reached(found) <= duals.reached(hint)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from itertools import product
 
 from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from linear_problems import TOP, domains, problems
 from ortools.sat.python import cp_model
 
 from migplan.planner.solver.prune import Relaxation, fix_by_reduced_costs
-
-TOP = 3
 
 
 def _solve(model: cp_model.CpModel, *, feasible: bool = True) -> tuple[int, list[int]]:
@@ -25,25 +23,8 @@ def _solve(model: cp_model.CpModel, *, feasible: bool = True) -> tuple[int, list
     return round(solver.objective_value), list(solver.response_proto.solution)
 
 
-def _domains(model: cp_model.CpModel) -> list[tuple[int, int]]:
-    return [(v.domain[0], v.domain[1]) for v in model.proto.variables]
-
-
-problems = st.integers(min_value=2, max_value=5).flatmap(
-    lambda n: st.tuples(
-        st.lists(st.integers(-3, 5), min_size=n, max_size=n),
-        st.lists(
-            st.tuples(st.lists(st.integers(0, 3), min_size=n, max_size=n), st.integers(1, 8)),
-            min_size=1,
-            max_size=3,
-        ),
-        st.lists(st.integers(0, 3), min_size=n, max_size=n),
-    )
-)
-
-
 @settings(max_examples=60, deadline=None)
-@given(problems)
+@given(problems(5))
 def test_every_solution_as_good_survives_the_fixing(problem) -> None:
     """Brute force over every integer point: those at least as good as the optimum (there
     may be several) all lie inside the domains left after fixing."""
@@ -59,14 +40,14 @@ def test_every_solution_as_good_survives_the_fixing(problem) -> None:
 
     fixed = fix_by_reduced_costs(model, Relaxation(), solution=solution, time_limit=10.0)
 
-    domains = _domains(model)
-    assert sum(lo == hi for lo, hi in domains) >= fixed
+    left = domains(model)
+    assert sum(lo == hi for lo, hi in left) >= fixed
     for point in product(range(TOP + 1), repeat=len(costs)):
         feasible = all(
             sum(w * x for w, x in zip(weights, point, strict=True)) <= cap for weights, cap in rows
         ) and sum(f * x for f, x in zip(floor, point, strict=True)) >= min(1, sum(floor))
         if feasible and sum(c * x for c, x in zip(costs, point, strict=True)) <= best:
-            assert all(lo <= x <= hi for x, (lo, hi) in zip(point, domains, strict=True)), point
+            assert all(lo <= x <= hi for x, (lo, hi) in zip(point, left, strict=True)), point
 
 
 def test_a_variable_that_only_costs_more_is_fixed_and_the_others_are_not() -> None:
@@ -79,7 +60,7 @@ def test_a_variable_that_only_costs_more_is_fixed_and_the_others_are_not() -> No
     _, solution = _solve(model)
 
     assert fix_by_reduced_costs(model, Relaxation(), solution=solution, time_limit=10.0) == 1
-    assert _domains(model) == [(0, 4), (0, 4), (0, 0)]
+    assert domains(model) == [(0, 4), (0, 4), (0, 0)]
     assert _solve(model)[0] == 1
 
 
@@ -91,7 +72,7 @@ def test_a_solution_short_of_the_optimum_fixes_less() -> None:
     model.minimize(x + y + 3 * z)
 
     assert fix_by_reduced_costs(model, Relaxation(), solution=[0, 0, 1], time_limit=10.0) == 0
-    assert _domains(model) == [(0, 4), (0, 4), (0, 4)]
+    assert domains(model) == [(0, 4), (0, 4), (0, 4)]
 
 
 def test_no_time_left_fixes_nothing() -> None:
@@ -101,7 +82,7 @@ def test_no_time_left_fixes_nothing() -> None:
     model.minimize(x + 3 * z)
 
     assert fix_by_reduced_costs(model, Relaxation(), solution=[1, 0], time_limit=0.0) == 0
-    assert _domains(model) == [(0, 4), (0, 4)]
+    assert domains(model) == [(0, 4), (0, 4)]
 
 
 def test_the_relaxation_reads_only_constraints_added_since() -> None:
