@@ -138,6 +138,7 @@ class Duals:
     value reached)."""
 
     bound: float
+    """Every solution's objective is at least this (`_weak_duality`)."""
     values: np.ndarray
     costs: np.ndarray
     terms: tuple[list[int], list[int]]
@@ -149,8 +150,8 @@ class Duals:
 
     def proves(self, solution: Sequence[int]) -> bool:
         """Whether no solution is better than `solution` (integral, on integral objective
-        coefficients): its objective reaches the LP's bound rounded up, after taking off
-        more than GLOP's tolerances could have added to the bound."""
+        coefficients): its objective reaches the bound (`_weak_duality`, valid whatever
+        GLOP's tolerances) rounded up, after a margin far above the sums' rounding."""
         margin = TOLERANCE * max(1.0, abs(self.bound))
         return self.reached(solution) <= math.ceil(self.bound - margin)
 
@@ -173,12 +174,40 @@ def lp_duals(model: cp_model.CpModel, relaxation: Relaxation, *, time_limit: flo
     )
     if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
         return None
-    return Duals(
-        bound=answer.objective_value,
-        values=np.asarray(answer.variable_value),
-        costs=np.asarray(answer.reduced_cost),
-        terms=terms,
+    bound, costs = _weak_duality(relaxation, terms, np.asarray(answer.dual_value))
+    return Duals(bound=bound, values=np.asarray(answer.variable_value), costs=costs, terms=terms)
+
+
+def _weak_duality(
+    relaxation: Relaxation, terms: tuple[list[int], list[int]], duals: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """A bound that holds for the row duals `duals` whatever GLOP's tolerances, and the
+    reduced costs it goes with: for any `y`, with `r = c - A'y`, every `x` in the box with
+    `L <= Ax <= U` has `c'x >= sum_i min(y_i L_i, y_i U_i) + sum_j min(r_j l_j, r_j u_j)`
+    (a row's dual of the wrong sign for an open side is taken as 0). A stage proven by this
+    bound rests on no more than floating-point rounding of these sums. GLOP's own reduced
+    costs are the same `c - A'y` (equal to the last bit on the benchmark's LPs); its optimum
+    differed from this bound by under 1e-8."""
+    count = len(relaxation.lower)
+    objective = np.zeros(count)
+    np.add.at(objective, terms[0], np.asarray(terms[1], dtype=np.float64))
+    low = np.array([row[2] for row in relaxation.rows])
+    high = np.array([row[3] for row in relaxation.rows])
+    y = np.where(np.isinf(high) & (duals < 0), 0.0, duals)
+    y = np.where(np.isinf(low) & (y > 0), 0.0, y)
+    lengths = [len(row[0]) for row in relaxation.rows]
+    columns = np.fromiter((v for row in relaxation.rows for v in row[0]), dtype=np.int64)
+    weights = np.fromiter((a for row in relaxation.rows for a in row[1]), dtype=np.float64)
+    used = np.zeros(count)
+    np.add.at(used, columns, weights * np.repeat(y, lengths))
+    costs = objective - used
+    rows = np.where(y > 0, y * np.where(np.isinf(low), 0.0, low), 0.0) + np.where(
+        y < 0, y * np.where(np.isinf(high), 0.0, high), 0.0
     )
+    lower = np.asarray(relaxation.lower, dtype=np.float64)
+    upper = np.asarray(relaxation.upper, dtype=np.float64)
+    box = np.where(costs > 0, costs * lower, 0.0) + np.where(costs < 0, costs * upper, 0.0)
+    return float(rows.sum() + box.sum()), costs
 
 
 def fix_within(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from itertools import product
 
+import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from linear_problems import TOP, domains, problems
 from ortools.sat.python import cp_model
 
-from migplan.planner.solver.prune import Relaxation, fix_by_reduced_costs
+from migplan.planner.solver.prune import Relaxation, _weak_duality, fix_by_reduced_costs
 
 
 def _solve(model: cp_model.CpModel, *, feasible: bool = True) -> tuple[int, list[int]]:
@@ -101,3 +103,22 @@ def test_the_relaxation_reads_only_constraints_added_since() -> None:
     ]
     assert relaxation.read == 2
     assert (relaxation.lower, relaxation.upper) == ([0, 0, 0], [4, 4, 3])
+
+
+@pytest.mark.parametrize(("dual", "bound"), [(1.0, 1.0), (-0.5, 0.0), (2.0, -2.0), (0.0, 0.0)])
+def test_any_row_dual_gives_a_bound_no_solution_beats(dual: float, bound: float) -> None:
+    """min x with x >= 1, x in 0..4 (optimum 1): the dual 1 proves it; a dual of the wrong
+    sign for the row's open side counts as 0; any other gives a weaker bound, never a
+    higher one."""
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 4, "x")
+    model.add(x >= 1)
+    model.minimize(x)
+    relaxation = Relaxation()
+    relaxation.refresh(model)
+
+    found, costs = _weak_duality(relaxation, ([0], [1]), np.array([dual]))
+
+    assert found == bound
+    assert found <= 1
+    assert costs.tolist() == [1.0 - max(dual, 0.0)]
