@@ -268,18 +268,14 @@ class _Packing:
         item = self.demand[n]
         size = item.per_unit
         wanted = {profile for part in item.per_pod for profile in part.profiles}
-        # Only nodes with enough of the profiles the pod takes can host one (at 1,000 nodes,
-        # ordering and trying every node took most of a plan's scoring).
-        if len(wanted) == 1:
-            (one,) = wanted
-            hosts = [(f.total(), name) for name, f in self.nodes.items() if f.get(one, 0) >= size]
-        else:
-            hosts = [
-                (f.total(), name)
-                for name, f in self.nodes.items()
-                if sum(f.get(p, 0) for p in wanted) >= size
-            ]
-        hosts.sort()
+        # Only nodes holding enough of the profiles the pod takes can host one (at 1,000
+        # nodes, ordering and trying every node took most of a plan's scoring).
+        holding = set().union(*(self.holding.get(profile, ()) for profile in wanted))
+        hosts = sorted(
+            (self.nodes[name].total(), name)
+            for name in holding
+            if sum(self.nodes[name].get(p, 0) for p in wanted) >= size
+        )
         for _, name in hosts:
             free = self.nodes[name]
             while self.met[n] < item.count and free.total() >= size:

@@ -65,7 +65,7 @@ def _bound(value: int) -> float:
 @dataclass
 class Relaxation:
     """The LP relaxation of one CP-SAT model, read from its proto once and then kept up to
-    date: stages only add constraints, and only `fix_by_reduced_costs` narrows domains (it
+    date: stages only add constraints, and only `fix_within` narrows domains (it
     updates the bounds here as it does)."""
 
     lower: list[int] = field(default_factory=list)
@@ -234,13 +234,3 @@ def fix_within(
         relaxation.lower[index] = relaxation.upper[index] = bound
         fixed += 1
     return fixed
-
-
-def fix_by_reduced_costs(
-    model: cp_model.CpModel, relaxation: Relaxation, *, solution: Sequence[int], time_limit: float
-) -> int:
-    """Fix, in `model`, every variable no solution as good as `solution` on `model`'s
-    objective can move off its LP bound. Returns how many were fixed (0 where reading and
-    solving the LP does not end within `time_limit` seconds, or there is no time)."""
-    duals = lp_duals(model, relaxation, time_limit=time_limit)
-    return 0 if duals is None else fix_within(model, relaxation, duals, solution=solution)

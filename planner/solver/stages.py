@@ -49,7 +49,7 @@ from ortools.sat.python import cp_model
 
 from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
 from migplan.planner.solver.model import PlanningModel
-from migplan.planner.solver.neighbourhood import solve_neighbourhood
+from migplan.planner.solver.neighbourhood import FOUND, solve_neighbourhood
 from migplan.planner.solver.prune import Duals, fix_within, lp_duals
 
 Expression = Callable[[PlanningModel], cp_model.LinearExprT]
@@ -173,12 +173,13 @@ def _solve_stage(
     deadline: float,
     lp: bool,
     settings: tuple[int, int, bool],
-) -> tuple[cp_model.CpSolverStatus, cp_model.CpSolver, Duals | None]:
+) -> tuple[cp_model.CpSolverStatus, cp_model.CpSolver, Duals | None, float]:
     """Solve `pm` under its objective from the solution `values`: with `lp`, first the LP of
     the objective (fixing what no solution as good as the hint can move) and its
     neighbourhood, which settles the stage where its best reaches the LP's bound; else, or
-    if it does not, the whole model. The status, the solver holding the solution, and the
-    LP's answer (for fixing after the stage)."""
+    if it does not, the whole model. The status, the solver holding the solution, the LP's
+    answer (for fixing after the stage) and a bound on the stage's objective that holds for
+    the whole model (a neighbourhood's own bound holds only for it)."""
     workers, seed, interleave = settings
     hinted = _hint(pm.model, values)
     left = deadline - time.monotonic()
@@ -192,7 +193,7 @@ def _solve_stage(
             near = None
         elif duals.proves(better):
             # CP-SAT proved the neighbourhood, the LP's bound the rest.
-            return cp_model.OPTIMAL, near, duals
+            return cp_model.OPTIMAL, near, duals, near.objective_value
         else:
             hinted = _hint(pm.model, dict(enumerate(better)))
             fix_within(pm.model, pm.relaxation, duals, solution=hinted)
@@ -200,9 +201,16 @@ def _solve_stage(
     left = max(0.0, deadline - time.monotonic())
     solver = _solver(left, workers, seed, interleave=interleave)
     status = solver.solve(pm.model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE) and near is not None:
-        return cp_model.FEASIBLE, near, duals  # no time to load its hint: the better start
-    return status, solver, duals
+    if status not in FOUND and near is not None and duals is not None:
+        # No time to load its hint: the neighbourhood's best stands, under the LP's bound.
+        return cp_model.FEASIBLE, near, duals, _external(pm.model, duals.bound)
+    return status, solver, duals, solver.best_objective_bound
+
+
+def _external(model: cp_model.CpModel, internal: float) -> float:
+    """A value of CP-SAT's internal, minimised objective in the model's own terms."""
+    objective = model.proto.objective
+    return (objective.scaling_factor or 1.0) * (internal + objective.offset)
 
 
 def _hint(model: cp_model.CpModel, values: Mapping[int, int]) -> list[int]:
@@ -269,7 +277,7 @@ def solve_stages(
             progress(f"solving stage {n + 1} ({', '.join(c.name for c in criteria)})")
         pm.model.maximize(expr)
         started = time.monotonic()
-        status, solver, duals = _solve_stage(
+        status, solver, duals, bound = _solve_stage(
             pm,
             result.values,
             deadline=deadline,
@@ -279,7 +287,7 @@ def solve_stages(
         seconds = time.monotonic() - started
         if status == cp_model.MODEL_INVALID:
             raise RuntimeError(f"planner bug: CP-SAT says the model is invalid (stage {n + 1})")
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status not in FOUND:
             # The hint is a feasible solution, so only a deadline too close to load it ends
             # here: the hint stands, unproven.
             result.optimal = False
@@ -298,7 +306,7 @@ def solve_stages(
         result.optimal = result.optimal and proven
         if n == 0:
             result.objective = solver.objective_value
-            result.bound = solver.objective_value if proven else solver.best_objective_bound
+            result.bound = bound
         for k, c in enumerate(criteria):
             value = float(solver.value(c.expression(pm)))
             result.stages.append(

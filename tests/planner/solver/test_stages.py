@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from ortools.sat.python import cp_model
 
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.solver import plan, stages
@@ -35,3 +36,24 @@ def test_a_stage_whose_lp_outlasts_the_deadline_keeps_its_start(
     result = plan(gpus, demand, EVICT, time_limit=1.0)
     validate(result, gpus, demand, EVICT)
     assert result.solver.status == "FEASIBLE"
+
+
+@pytest.mark.parametrize("maximise", [True, False])
+def test_an_internal_objective_value_reads_in_the_models_own_terms(maximise: bool) -> None:
+    """The LP's bound is in CP-SAT's internal, minimised objective; a stage reports it in
+    the model's own terms (negated and offset for a maximisation)."""
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 3, "x")
+    model.add(x <= 2)
+    if maximise:
+        model.maximize(2 * x + 5)
+    else:
+        model.minimize(7 - 2 * x)
+    solver = cp_model.CpSolver()
+    assert solver.solve(model) == cp_model.OPTIMAL
+    objective = model.proto.objective
+    internal = sum(
+        solver.value(model.get_int_var_from_proto_index(v)) * c
+        for v, c in zip(objective.vars, objective.coeffs, strict=True)
+    )
+    assert stages._external(model, internal) == solver.objective_value
