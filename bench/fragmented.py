@@ -96,6 +96,8 @@ class Row:
     nodes_touched: int
     baselines: dict[str, dict[str, float]] = field(default_factory=dict)
     never_worse: bool = True
+    moved_from_first: int | None = None
+    """A minute later: GPUs whose target differs from the first plan's (its stability)."""
 
 
 LARGEST = 5000
@@ -142,19 +144,22 @@ def family(quick: bool, largest: bool = False) -> list[Scenario]:
 
 
 def run_cli(
-    plan: Path, inventory: Path, workdir: Path, env: dict[str, str]
+    plan: Path,
+    inventory: Path,
+    workdir: Path,
+    env: dict[str, str],
+    previous: Path | None = None,
 ) -> tuple[dict[str, object], float, float]:
-    """The preview as a child process: its JSON plan, wall seconds and peak RSS in MiB."""
+    """The preview as a child process (from the plan in `previous`, if given): its JSON
+    plan, wall seconds and peak RSS in MiB."""
     migplan = Path(sys.executable).with_name("migplan")
     out_path, err_path = workdir / "plan.json", workdir / "stderr.txt"
+    argv = [str(migplan), "preview", str(plan), "--cluster", str(inventory), "-o", "json"]
+    if previous is not None:
+        argv += ["--previous", str(previous)]
     with out_path.open("wb") as out, err_path.open("wb") as err:
         started = time.perf_counter()
-        child = subprocess.Popen(
-            [str(migplan), "preview", str(plan), "--cluster", str(inventory), "-o", "json"],
-            stdout=out,
-            stderr=err,
-            env=env,
-        )
+        child = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
         status, peak = _wait_measuring(child.pid)
         wall = time.perf_counter() - started
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -188,10 +193,14 @@ def measure(
     case: Scenario,
     workdir: Path,
     env: dict[str, str],
+    *,
     time_limit: float | None = None,
     json_inventory: bool = False,
-) -> Row:
-    """Write the scenario's files, run the CLI and the baselines, compare."""
+    later: bool = False,
+) -> list[Row]:
+    """Write the scenario's files, run the CLI and the baselines, compare; with `later`, also
+    the same fleet a minute later (`scenarios.a_minute_later`), planned afresh and from the
+    first plan (`--previous`)."""
     inventory_doc, plan_doc = scenarios.fragmented(
         nodes=case.nodes,
         policy=case.policy,
@@ -202,17 +211,53 @@ def measure(
     )
     if time_limit is not None:
         plan_doc["spec"]["solver"] = {"timeLimitSeconds": time_limit}  # type: ignore[index]
-    inv_path, plan_path = workdir / "inventory.yaml", workdir / "plan.yaml"
+    plan_path = workdir / "plan.yaml"
+    plan_path.write_text(yaml.safe_dump(plan_doc, sort_keys=False))
+    files = {
+        "plan_path": plan_path,
+        "workdir": workdir,
+        "env": env,
+        "json_inventory": json_inventory,
+    }
+    first, _ = _row(case.name, inventory_doc, **files)
+    if not later:
+        return [first]
+    previous = workdir / "previous.json"
+    (workdir / "plan.json").replace(previous)
+    moved = scenarios.a_minute_later(inventory_doc)
+    name = f"{case.name}, +1 min"
+    before = {(g["node"], g["gpu"]): g["after"] for g in json.loads(previous.read_text())["gpus"]}
+    rows = [first]
+    for row, plan in (
+        _row(name, moved, **files),
+        _row(f"{name}, warm", moved, **files, previous=previous),
+    ):
+        row.moved_from_first = sum(before.get((g.node, g.gpu)) != g.after for g in plan.gpus)
+        rows.append(row)
+    return rows
+
+
+def _row(
+    name: str,
+    inventory_doc: dict[str, object],
+    *,
+    plan_path: Path,
+    workdir: Path,
+    env: dict[str, str],
+    json_inventory: bool,
+    previous: Path | None = None,
+) -> tuple[Row, Plan]:
+    """The CLI on `inventory_doc` against the baselines; the row and the CLI's plan."""
+    inv_path = workdir / "inventory.yaml"
     inv_path.write_text(
         json.dumps(inventory_doc)
         if json_inventory
         else yaml.safe_dump(inventory_doc, sort_keys=False)
     )
-    plan_path.write_text(yaml.safe_dump(plan_doc, sort_keys=False))
-    doc, wall, rss = run_cli(plan_path, inv_path, workdir, env)
+    doc, wall, rss = run_cli(plan_path, inv_path, workdir, env, previous)
     ours = Plan.model_validate(doc)
 
-    manifest = GPUPartitionPlan.model_validate(plan_doc)
+    manifest = GPUPartitionPlan.model_validate(yaml.safe_load(plan_path.read_text()))
     scope = covered(Inventory.model_validate(inventory_doc), manifest)
     gpus = resolve_inventory(scope, default_catalog())
     demand = build_demand(manifest.spec.demand, scope)
@@ -228,9 +273,9 @@ def measure(
     mine = lexicographic(ours)
     s = ours.solver
     row = Row(
-        scenario=case.name,
+        scenario=name,
         gpus=len(gpus),
-        policy=case.policy,
+        policy=policy.disruption.value,
         cli_seconds=wall,
         peak_rss_mib=rss,
         build_seconds=s.build_seconds,
@@ -250,19 +295,19 @@ def measure(
         gpus_changed=ours.summary.gpus_changed,
         nodes_touched=ours.summary.nodes_touched,
     )
-    for name, method in BASELINES.items():
+    for baseline, method in BASELINES.items():
         started = time.perf_counter()
         theirs = method(gpus, demand)
         seconds = time.perf_counter() - started
         validate(theirs, gpus, demand, policy)
-        row.baselines[name] = {
+        row.baselines[baseline] = {
             "seconds": seconds,
             "met": theirs.summary.met,
             "weighted": weighted(theirs),
             "gpus_changed": theirs.summary.gpus_changed,
         }
         row.never_worse = row.never_worse and mine >= lexicographic(theirs)
-    return row
+    return row, ours
 
 
 def print_table(rows: list[Row]) -> None:
@@ -285,7 +330,15 @@ def print_table(rows: list[Row]) -> None:
             f"{r.nodes_touched:>5} {'yes' if r.never_worse else 'NO':>5}"
         )
     for r in rows:
-        print(f"{r.scenario}: {'; '.join(r.stage_status)}; from {r.started_from}, chose {r.chosen}")
+        moved = (
+            ""
+            if r.moved_from_first is None
+            else f"; {r.moved_from_first} GPUs' targets differ from the first plan's"
+        )
+        print(
+            f"{r.scenario}: {'; '.join(r.stage_status)}; from {r.started_from}, "
+            f"chose {r.chosen}{moved}"
+        )
 
 
 def main() -> None:
@@ -306,6 +359,12 @@ def main() -> None:
         "--json-inventory", action="store_true", help="write the inventories as JSON, not YAML"
     )
     parser.add_argument(
+        "--a-minute-later",
+        action="store_true",
+        help="after each scenario, the same fleet a minute later (2 %% of the running pods "
+        "done, as many new ones pending), planned afresh and from the first plan (--previous)",
+    )
+    parser.add_argument(
         "--cli-pythonpath",
         help="run the preview with this PYTHONPATH first: an installed copy of another migplan "
         "version, for before/after figures (pip install --no-deps --target DIR WHEEL)",
@@ -319,13 +378,21 @@ def main() -> None:
         for case in family(args.quick, args.largest):
             if args.only and args.only not in case.name:
                 continue
-            row = measure(case, Path(tmp), env, args.time_limit, args.json_inventory)
-            rows.append(row)
-            print(
-                f"  {row.scenario:<36} {row.cli_seconds:6.2f} s  {row.status:<8} "
-                f"met {row.met}/{row.requested}  never worse: {row.never_worse}",
-                flush=True,
+            found = measure(
+                case,
+                Path(tmp),
+                env,
+                time_limit=args.time_limit,
+                json_inventory=args.json_inventory,
+                later=args.a_minute_later,
             )
+            rows += found
+            for row in found:
+                print(
+                    f"  {row.scenario:<36} {row.cli_seconds:6.2f} s  {row.status:<8} "
+                    f"met {row.met}/{row.requested}  never worse: {row.never_worse}",
+                    flush=True,
+                )
     print()
     print_table(rows)
     write_json(

@@ -324,3 +324,26 @@ def fragmented(
 def _profile_order(name: str) -> tuple[int, int]:
     compute, _, memory = name.partition("g.")
     return int(compute), int(memory.removesuffix("gb"))
+
+
+def a_minute_later(
+    inventory: dict[str, object], *, share: float = 0.02, seed: int = SEED
+) -> dict[str, object]:
+    """`inventory` (a `fragmented` one) a minute later, its plan still waiting for the
+    window: `share` of the running pods have finished (their instances are free, the
+    layouts as they were) and as many new pods are pending, each asking what a pending pod
+    outside the gangs asks. A copy; `inventory` is left as it is."""
+    rnd = random.Random(seed + 2)
+    nodes = []
+    finished = 0
+    for node in inventory["nodes"]:  # type: ignore[attr-defined]
+        gpus = []
+        for gpu in node["gpus"]:
+            in_use = {i: pod for i, pod in gpu.get("inUse", {}).items() if rnd.random() >= share}
+            finished += len(gpu.get("inUse", {})) - len(in_use)
+            gpus.append({**gpu, **({"inUse": in_use} if "inUse" in gpu else {})})
+        nodes.append({**node, "gpus": gpus})
+    pending = list(inventory["pendingPods"])  # type: ignore[call-overload]
+    alone = [pod for pod in pending if "gang" not in pod]
+    arrived = [{**rnd.choice(alone), "name": f"arrived-{k}"} for k in range(finished) if alone]
+    return {**inventory, "nodes": nodes, "pendingPods": [*pending, *arrived]}

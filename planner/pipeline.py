@@ -6,13 +6,13 @@ The same function serves the offline preview and the operator, so both see ident
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
 from migplan.planner.api.offers import Offer, resolve_offers
 from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PolicySpec
-from migplan.planner.assemble import input_hash
+from migplan.planner.assemble import GpuKey, input_hash
 from migplan.planner.demand import DemandItem, build_demand, left_unmet
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import Catalog
@@ -70,6 +70,7 @@ def plan_fleet(
     progress: Callable[[str], None] | None = None,
     started: float | None = None,
     resolved: Sequence[GpuState] | None = None,
+    previous: Mapping[GpuKey, str] | None = None,
 ) -> PlanOutcome:
     """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
 
@@ -80,6 +81,10 @@ def plan_fleet(
     `resolved`: every GPU of `inventory` as `resolve_inventory` gave it, where the caller has
     checked the whole inventory already (the CLI checks a whole file): the covered nodes'
     GPUs are taken from it rather than resolved again (0.6 s on 40,000 GPUs).
+
+    `previous`: an earlier plan's layouts for these GPUs (canonical text by node and GPU
+    index; `previous_layouts` reads them from a plan), which the solver may start from and
+    the plan is never worse than (`solver/previous.py`).
 
     The mig-manager actuator rebuilds whole GPUs, so the policy is tightened to say so.
     Raises MigplanInputError for bad inputs and InvalidPlanError if the plan fails validation
@@ -110,6 +115,7 @@ def plan_fleet(
         progress=progress,
         digest=input_hash(spec, scope),
         started=started,
+        previous=previous,
     )
     validate(result, gpus, demand, policy)
     update: dict[str, object] = {"name": manifest.metadata.name}

@@ -10,7 +10,8 @@ from collections import Counter
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
 from migplan.planner.hardware.resources import part_text
 from migplan.planner.schema import CamelModel
@@ -300,3 +301,42 @@ class Plan(CamelModel):
         description="nodes to add for the pending demand the covered GPUs leave unmet "
         "(spec.scaleOut)",
     )
+
+
+class _Lenient(BaseModel):
+    """Read with camelCase names; fields it does not name are ignored (an earlier plan may
+    come from another migplan version)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+
+class PreviousGpu(_Lenient):
+    """One GPU of an earlier plan: where it is and the layout the plan gave it."""
+
+    node: Annotated[str, Field(min_length=1)]
+    gpu: Annotated[int, Field(ge=0)]
+    after: str
+
+
+class PreviousPlan(_Lenient):
+    """What a warm start reads of an earlier plan (a preview's `-o json` or `-o yaml`
+    document): whose it is and each GPU's layout after it."""
+
+    name: str | None = None
+    gpus: tuple[PreviousGpu, ...]
+
+    def layouts(self) -> dict[tuple[str, int], str]:
+        """Each GPU's layout after the plan, by (node, GPU index)."""
+        return {(g.node, g.gpu): g.after for g in self.gpus}
+
+    def repeated(self) -> str | None:
+        """A GPU the plan lists twice (`node/gpu-N`), if any: such a plan was not written
+        by migplan."""
+        seen: set[tuple[str, int]] = set()
+        for g in self.gpus:
+            if (g.node, g.gpu) in seen:
+                return f"{g.node}/gpu-{g.gpu}"
+            seen.add((g.node, g.gpu))
+        return None

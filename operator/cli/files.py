@@ -17,6 +17,7 @@ import yaml
 from migplan.planner.api.inventory import Inventory
 from migplan.planner.api.spec import GPUPartitionPlan
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.plan import PreviousPlan
 from migplan.planner.schema import parse_model
 
 MAX_INPUT_BYTES = 64 * 2**20
@@ -351,6 +352,27 @@ def load_inventory(path: Path) -> Inventory:
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise MigplanInputError(f"{shown(path)}: expected one Inventory document (a mapping)")
     return parse_model(Inventory, docs[0], source=shown(path))
+
+
+def load_previous_plan(path: Path, *, name: str) -> dict[tuple[str, int], str]:
+    """The layouts of the earlier plan in `path` (a preview's `-o json` or `-o yaml`
+    document) by node and GPU index, for a warm start of GPUPartitionPlan `name`. A plan of
+    another GPUPartitionPlan is refused: it is likely the wrong file."""
+    docs = read_yaml_documents(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise MigplanInputError(
+            f"{shown(path)}: expected one plan document (the output of "
+            "`migplan preview ... -o json`)"
+        )
+    previous = parse_model(PreviousPlan, docs[0], source=shown(path))
+    if previous.name is not None and previous.name != name:
+        raise MigplanInputError(
+            f"{shown(path)}: a plan of GPUPartitionPlan {previous.name!r}, not of {name!r}"
+        )
+    twice = previous.repeated()
+    if twice is not None:
+        raise MigplanInputError(f"{shown(path)}: lists GPU {twice} twice")
+    return previous.layouts()
 
 
 def write_atomically(path: Path, text: str, *, inputs: Iterable[Path] = ()) -> None:

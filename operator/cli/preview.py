@@ -29,6 +29,7 @@ from migplan.operator.cli.context import (
 from migplan.operator.cli.files import (
     load_inventory,
     load_plan_manifest,
+    load_previous_plan,
     shown,
     write_atomically,
 )
@@ -328,9 +329,11 @@ def plan_input(
     catalog: Catalog,
     progress: Callable[[str], None],
     started: float,
+    previous: Path | None = None,
 ) -> PlanOutcome:
     """Plan `manifest` on the inventory `source` gives, screened as the operator screens it
-    (what preview and export do alike)."""
+    (what preview and export do alike); with `previous`, an earlier plan's file, starting
+    from that plan where it ranks best (`planner/solver/previous.py`)."""
     cluster = source.cluster
     progress(f"reading {shown(cluster)}" if cluster else "reading the live cluster")
     found = input_inventory(
@@ -341,6 +344,10 @@ def plan_input(
         context=source.context,
         gpu_operator=source.gpu_operator,
     )
+    layouts = None
+    if previous is not None:
+        progress(f"reading {shown(previous)}")
+        layouts = load_previous_plan(previous, name=manifest.metadata.name)
     # The inputs live until the command exits: spare the cyclic collector re-scanning them
     # (about 0.4 s on 8,000 GPUs).
     gc.freeze()
@@ -352,6 +359,7 @@ def plan_input(
         progress=progress,
         started=started,
         resolved=found.gpus,
+        previous=layouts,
     )
 
 
@@ -408,6 +416,18 @@ def preview(
             show_default=False,
         ),
     ] = None,
+    previous: Annotated[
+        Path | None,
+        typer.Option(
+            "--previous",
+            metavar="PLAN.json",
+            help="An earlier plan of this GPUPartitionPlan (this command's -o json or -o yaml "
+            "output) to start from: the solver starts from its layouts where they rank best, "
+            "and the new plan is never worse than it on the objective, so re-planning a fleet "
+            "keeps a plan that is still as good. Layouts that no longer apply (GPUs gone or "
+            "replaced, instances pods now use under policy none) are left as they are.",
+        ),
+    ] = None,
     gpu_operator: GpuOperatorSettings = gpu.DEFAULT_SETTINGS,
 ) -> None:
     """Preview what a GPUPartitionPlan would do, without touching anything.
@@ -429,13 +449,14 @@ def preview(
             catalog=cli.catalog,
             progress=progress,
             started=started,
+            previous=previous,
         )
         progress("writing the plan")
     if html is not None:
         write_atomically(
             html,
             render_report(outcome, name=manifest.metadata.name, catalog=cli.catalog),
-            inputs=[plan_file, *([cluster] if cluster else [])],
+            inputs=[plan_file, *([cluster] if cluster else []), *([previous] if previous else [])],
         )
         typer.echo(f"migplan: wrote the geometry report to {html}", err=True)
     if output is PreviewFormat.JSON:

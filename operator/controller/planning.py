@@ -62,6 +62,23 @@ def replacing_plan(previous: Mapping[str, Any] | None, new: dict[str, Any]) -> d
     return patch
 
 
+def previous_layouts(status: Mapping[str, Any]) -> dict[tuple[str, int], str]:
+    """The layouts the last plan gave the GPUs `status.plan.nodes` lists (the changed GPUs
+    of its first NODES_LISTED changed nodes; every other GPU it left as it was), by node and
+    GPU index: the warm start of the next planning pass. Entries of another shape (a status
+    edited by hand) are passed over."""
+    plan = status.get("plan")
+    nodes = plan.get("nodes") if isinstance(plan, Mapping) else None
+    layouts: dict[tuple[str, int], str] = {}
+    for node, gpus in (nodes or {}).items() if isinstance(nodes, Mapping) else ():
+        for gpu in gpus if isinstance(gpus, list) else ():
+            index = gpu.get("gpu") if isinstance(gpu, Mapping) else None
+            after = gpu.get("after") if isinstance(gpu, Mapping) else None
+            if isinstance(index, int) and isinstance(after, str):
+                layouts[(node, index)] = after
+    return layouts
+
+
 def plan_status(
     *,
     body: PlanBody,
@@ -90,7 +107,13 @@ def plan_status(
     left_out = {**left_out, **{n: f"preflight: {why}" for n, why in screened.refused.items()}}
     # The time limit counts from here, not from the reads above: a throttled or slow API
     # server must not eat the solver's time and so cost the plan's quality.
-    outcome = plan_fleet(manifest, inventory, catalog, started=time.monotonic())
+    outcome = plan_fleet(
+        manifest,
+        inventory,
+        catalog,
+        started=time.monotonic(),
+        previous=previous_layouts(body.get("status") or {}),
+    )
     plan = outcome.plan
     s = plan.summary
     unmet = [r for r in plan.demand if r.met < r.requested]

@@ -2,8 +2,8 @@
 
 The pass, all inside one time limit:
 1. classes of interchangeable GPUs, pools of what changed GPUs can become (`pools.py`);
-2. starting points: keep everything, the nos-style greedy, first-fit and static-geometry
-   plans;
+2. starting points: keep everything, the previous plan where the caller has one
+   (`previous.py`), the nos-style greedy, first-fit and static-geometry plans;
 3. the CP-SAT stages from the best starting point (`stages.py`);
 4. counts to concrete layouts with the fewest operations (`assign.py`);
 5. pods that need several instances on one node, where the solver's plan leaves theirs
@@ -15,7 +15,7 @@ The pass, all inside one time limit:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from migplan.planner.allocation import EXACT_NODES
@@ -34,6 +34,7 @@ from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.objective import Score, disruption, score
 from migplan.planner.solver.pools import PoolSet, build_pools, for_demand_alone
+from migplan.planner.solver.previous import PREVIOUS, previous_targets
 from migplan.planner.solver.stages import STAGES, Criterion, StagedResult, solve_stages
 
 SEED = 0
@@ -85,6 +86,7 @@ def plan(
     digest: str = "",
     progress: Progress | None = None,
     started: float | None = None,
+    previous: Mapping[GpuKey, str] | None = None,
 ) -> Plan:
     """The best plan for `gpus` under `policy`: most weighted demand met, then fewest
     evictions, GPUs changed and nodes touched, then most free headroom and fewest operations.
@@ -94,6 +96,9 @@ def plan(
     Deterministic for the same input and worker count unless `deterministic` is off (see
     `stages.py`). The report says OPTIMAL only when every solver stage was proven optimal, and
     names the plan the solver started from and the one returned.
+
+    `previous`: the layouts (canonical text by node and GPU index) of an earlier plan for the
+    same fleet, one more starting point (`previous.py`).
     """
     entered = time.monotonic()
     started = entered if started is None else started
@@ -112,7 +117,8 @@ def plan(
         classes=classes, pools=pools, demand=demand, policy=policy, per_node=per_node
     ).build()
 
-    starts = _Starts.of(pm, gpus, demand)
+    earlier = None if previous is None else previous_targets(gpus, previous, policy)
+    starts = _Starts.of(pm, gpus, demand, previous=earlier)
     start, hint = starts.first_allowed(starts.ranked)
     note(f"starting from {start}; {pm.variable_count()} variables")
     built = time.monotonic() - entered
@@ -157,8 +163,10 @@ def plan(
     note("placing instances on GPUs")
     solved = map_to_gpus(pm=solved_on, result=result, policy=policy)
     # Never worse than where it started: the solver's plan against every starting point the
-    # policy allows. Sorting is stable, so on ties the solver's plan (listed first) wins.
-    candidates = [(score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved), *starts.ranked]
+    # policy allows. Sorting is stable, so on ties the solver's plan (listed first) wins, but
+    # for a previous plan as good: re-planning keeps a waiting plan that is still the best.
+    mine = (score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved)
+    candidates = [*starts.named(PREVIOUS), mine, *starts.ranked]
     placed = None if per_node else place_bundles(gpus, solved, demand, policy)
     if placed is not None:
         note("placing pods that need several instances on one node")
@@ -216,11 +224,20 @@ class _Starts:
 
     @classmethod
     def of(
-        cls, pm: PlanningModel, gpus: Sequence[GpuState], demand: Sequence[DemandItem]
+        cls,
+        pm: PlanningModel,
+        gpus: Sequence[GpuState],
+        demand: Sequence[DemandItem],
+        *,
+        previous: Targets | None = None,
     ) -> _Starts:
-        """Keep everything, then each baseline; sorting is stable, so on ties keep leads."""
+        """Keep everything, the `previous` plan, then each baseline; sorting is stable, so
+        on ties keeping leads, and a previous plan leads the baselines."""
         keep = {gpu_key(g): g.layout for g in gpus}
-        plans = [(KEEP, keep), *((n, {**keep, **f(gpus, demand)}) for n, f in STARTS)]
+        plans = [(KEEP, keep)]
+        if previous is not None:
+            plans.append((PREVIOUS, previous))
+        plans += [(n, {**keep, **f(gpus, demand)}) for n, f in STARTS]
         return cls(pm, gpus, demand, _ranked(pm, gpus, demand, plans))
 
     def hint(self, name: str, targets: Targets) -> dict[int, int] | None:
@@ -228,6 +245,10 @@ class _Starts:
         if name not in self.hints:
             self.hints[name] = hint_from_targets(self.pm, targets)
         return self.hints[name]
+
+    def named(self, name: str) -> Ranked:
+        """The starting plan called `name`, if there is one."""
+        return [r for r in self.ranked if r[1] == name]
 
     def first_allowed(self, plans: Ranked) -> tuple[str, dict[int, int]]:
         """The best of `plans` the model can express (keeping everything always is one)."""

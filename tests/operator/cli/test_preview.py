@@ -357,3 +357,42 @@ def test_an_offer_the_plan_would_not_cover_is_bad_input(capsys, tmp_path) -> Non
     code, _, err = call(capsys, "preview", plan, "--cluster", str(folder / "cluster.yaml"))
     assert code == 2, err
     assert "spec.scaleOut.offers[0].gpuModel: unknown GPU model 'H999'" in err
+
+
+def test_a_previous_plan_is_the_start_and_kept_where_still_best(capsys, tmp_path) -> None:
+    code, first, err = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "-o", "json")
+    assert code == 0, err
+    earlier = write(tmp_path, "earlier.json", first)
+    code, again, err = call(
+        capsys, "preview", PLAN, "--cluster", CLUSTER, "-o", "json", "--previous", earlier
+    )
+    assert code == 0, err
+    before, after = json.loads(first), json.loads(again)
+    assert after["solver"]["startedFrom"] == "previous plan"
+    assert after["solver"]["chosen"] == "previous plan"  # as good: kept
+    assert [g["after"] for g in after["gpus"]] == [g["after"] for g in before["gpus"]]
+    assert after["summary"] == before["summary"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1, 2]\n", "expected one plan document"),
+        ('{"name": "shared-pool", "gpus": [{"node": "a"}]}', "gpus[0].gpu: Field required"),
+        (
+            '{"name": "other", "gpus": []}',
+            "a plan of GPUPartitionPlan 'other', not of 'shared-pool'",
+        ),
+        (
+            json.dumps({"gpus": [{"node": "a", "gpu": 0, "after": "-"}] * 2}),
+            "lists GPU a/gpu-0 twice",
+        ),
+    ],
+)
+def test_a_bad_previous_plan_is_one_line_exit_2(capsys, tmp_path, text, message) -> None:
+    earlier = write(tmp_path, "earlier.json", text)
+    code, out, err = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "--previous", earlier)
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1
+    assert message in err

@@ -345,3 +345,55 @@ def test_nodes_in_hand_together_are_stepped_together(
     records = rollout(cluster, "p")
     assert {r["step"] for r in records.values()} == {NodeStep.DONE}
     assert not any(n.spec.unschedulable for n in cluster.core.list_nodes(label_selector=POOL))
+
+
+def test_a_replan_keeps_the_last_plan_where_it_is_still_as_good() -> None:
+    # Two empty H100s, one pod pending on 7g.80gb: either GPU will do. Whichever the last
+    # plan chose (here: the one the first pass did not), a re-plan keeps it.
+    cluster = InMemoryCluster()
+    cluster.add_namespace("ml")
+    for node in ("b-0", "b-1"):
+        cluster.add_node(
+            node,
+            labels={
+                "nvidia.com/mig.capable": "true",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                POOL: "b",
+            },
+        )
+        report(cluster, node, "-", {})
+    cluster.add_pod("ml", "big", requests={RESOURCE + "7g.80gb": "1"})
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("p", pool="b", dryRun=True))
+    plans.spec_changed("p")
+    [first] = status(cluster, "p")["plan"]["nodes"]
+    [other] = {"b-0", "b-1"} - {first}
+    change = {"gpu": 0, "before": "-", "after": "7g.80gb@0", "evict": []}
+    written = status(cluster, "p")["plan"]
+    cluster.plans.patch_plan_status(
+        name="p", status={"plan": {**written, "nodes": {first: None, other: [change]}}}
+    )
+    cluster.plans.annotate_plan(name="p", annotations={REBALANCE: "2026-11-26T03:05:00Z"})
+    plans.tick("p")
+    found = status(cluster, "p")
+    assert found["rebalanceHandled"] == "2026-11-26T03:05:00Z"
+    assert found["plan"]["nodes"] == {other: [change]}
+
+
+def test_previous_layouts_pass_over_entries_edited_out_of_shape() -> None:
+    found = planning.previous_layouts(
+        {
+            "plan": {
+                "nodes": {
+                    "a": [{"gpu": 0, "after": "7g.80gb@0"}, {"gpu": "1", "after": "-"}, "x"],
+                    "b": None,
+                    "c": {"gpu": 0},
+                    "d": [{"gpu": 2, "after": 5}, {"gpu": 3, "after": "-"}],
+                }
+            }
+        }
+    )
+    assert found == {("a", 0): "7g.80gb@0", ("d", 3): "-"}
+    assert planning.previous_layouts({}) == {}
+    assert planning.previous_layouts({"plan": "x"}) == {}
+    assert planning.previous_layouts({"plan": {"nodes": ["a"]}}) == {}
