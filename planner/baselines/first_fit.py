@@ -14,11 +14,21 @@ from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
+from migplan.planner.hardware.catalog import GpuModel
 from migplan.planner.hardware.layout import Instance, Layout, is_valid
 from migplan.planner.plan import Plan
 
-_valid = lru_cache(maxsize=65536)(is_valid)
-"""The same layouts come up on GPU after GPU."""
+
+@lru_cache(maxsize=65536)
+def _placed(model: GpuModel, layout: Layout, profile: str) -> Layout | None:
+    """`layout` with an instance of `profile` at its lowest valid start, if any. Remembered:
+    the same layouts come up on GPU after GPU (0.2 s of 0.23 s went to trying starts anew on
+    2,000 fragmented GPUs)."""
+    for start in model.profile(profile).starts:
+        candidate = layout.with_instance(Instance(start, profile))
+        if is_valid(model, candidate):
+            return candidate
+    return None
 
 
 def _size(profile: str) -> tuple[int, str]:
@@ -46,15 +56,7 @@ def first_fit_targets(
             first[profile] = n
             if profile not in gpu.model.profiles_by_name or gpu.whole_gpu_pod:
                 continue
-            layout = layouts[gpu_key(gpu)]
-            placed = next(
-                (
-                    layout.with_instance(Instance(s, profile))
-                    for s in gpu.model.profile(profile).starts
-                    if _valid(gpu.model, layout.with_instance(Instance(s, profile)))
-                ),
-                None,
-            )
+            placed = _placed(gpu.model, layouts[gpu_key(gpu)], profile)
             if placed is not None:
                 layouts[gpu_key(gpu)] = placed
                 break
