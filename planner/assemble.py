@@ -189,10 +189,12 @@ def assemble_plan(
     `explain(item, met)` gives the reason for an item that is not fully met.
     """
     gpu_plans = []
+    # A fleet repeats a few hundred layouts over thousands of GPUs: each written out once.
+    text: dict[Layout, str] = {}
     for gpu in gpus:
         after = targets[gpu_key(gpu)]
         steps, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
-        evict = gpu.holders(removed)
+        evict = gpu.holders(removed) if removed else []
         if gpu.whole_gpu_pod and after:
             evict.append(gpu.whole_gpu_pod)
         # Built from typed data the planner made itself: construct without re-validation
@@ -203,8 +205,8 @@ def assemble_plan(
                 gpu=gpu.index,
                 uuid=gpu.uuid,
                 model=gpu.model.model,
-                before=str(gpu.layout),
-                after=str(after),
+                before=text.get(gpu.layout) or text.setdefault(gpu.layout, str(gpu.layout)),
+                after=text.get(after) or text.setdefault(after, str(after)),
                 in_use={str(i): pod for i, pod in sorted(gpu.pins.items())},
                 operations=steps,
                 evict=tuple(evict),

@@ -166,11 +166,12 @@ def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec, memo: _Memo) -> l
     after = Layout.parse(gp.after)
     problems += memo.layout_problems(model, after)
     allowed = policy.allowed_profiles.get(model.model)
-    for instance in set(after.instances) - set(gpu.layout.instances):
-        if allowed is not None and instance.profile not in allowed:
-            problems.append(
-                f"new instance {instance} uses a profile policy.allowedProfiles excludes"
-            )
+    if allowed is not None:
+        problems += [
+            f"new instance {instance} uses a profile policy.allowedProfiles excludes"
+            for instance in set(after.instances) - set(gpu.layout.instances)
+            if instance.profile not in allowed
+        ]
     result, refusals = memo.replay(gpu, gp.operations)
     problems += refusals
     if result != after:
@@ -182,7 +183,7 @@ def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec, memo: _Memo) -> l
     }
     if policy.whole_gpu_rebuild and gp.operations and destroyed != set(gpu.layout.instances):
         problems.append("whole-GPU rebuild: a changed GPU must destroy every instance")
-    must_go = gpu.holders(destroyed)
+    must_go = gpu.holders(destroyed) if destroyed else []
     if gpu.whole_gpu_pod and after:
         must_go.append(gpu.whole_gpu_pod)
     if sorted(gp.evict) != sorted(must_go):
