@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from migplan.operator.cli.context import OutputFormat, console, new_table, print_document, state
-from migplan.operator.nvml.adapter import NvmlAdapter
-from migplan.operator.nvml.compare import compare, confirmations
-from migplan.operator.nvml.emulator import FakeNvml
 from migplan.operator.nvml.errors import NvmlError
-from migplan.operator.nvml.trace import TracedLibrary, traced_pynvml
 from migplan.planner.errors import MigplanInputError, UnknownModelError
+
+if TYPE_CHECKING:
+    from migplan.operator.nvml.adapter import NvmlAdapter
+    from migplan.operator.nvml.trace import TracedLibrary
 
 EXIT_MISMATCH = 1
 ENGINES = ("copy", "decoder", "encoder", "jpeg", "ofa")
@@ -25,6 +25,10 @@ def _simulated(models: str) -> Any:
     names = [m.strip() for m in models.split(",") if m.strip()]
     if not names:
         raise MigplanInputError("--simulate needs at least one GPU model")
+    # Lazy (PLC0415), as the NVML modules below: the binding, its emulator and their metrics
+    # cost every other command 0.1 s.
+    from migplan.operator.nvml.emulator import FakeNvml  # noqa: PLC0415
+
     return FakeNvml(names, mig=True)
 
 
@@ -71,6 +75,9 @@ def nvml_info(
     with its fix; send that output (-o json) with a report. It never changes MIG mode,
     instances or any other GPU setting.
     """
+    from migplan.operator.nvml.adapter import NvmlAdapter  # noqa: PLC0415
+    from migplan.operator.nvml.compare import compare, confirmations  # noqa: PLC0415
+
     catalog = state(ctx).catalog
     report = []
     binding, recorder = _binding(simulate, traced=trace is not None)
@@ -153,6 +160,8 @@ def nvml_info(
 
 def _binding(simulate: str | None, *, traced: bool) -> tuple[Any, TracedLibrary | None]:
     """The pynvml to read through (the driver's, or the emulator's), recorded when traced."""
+    from migplan.operator.nvml.trace import traced_pynvml  # noqa: PLC0415
+
     fake = _simulated(simulate) if simulate else None
     if not traced:
         return (fake.pynvml if fake is not None else None), None

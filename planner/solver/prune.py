@@ -24,6 +24,7 @@ there, 0.6 s on 8,000 GPUs (where GPUs changed took 0.7 s instead of 5.5 s).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -156,9 +157,42 @@ class Duals:
         return self.reached(solution) <= math.ceil(self.bound - margin)
 
 
-def lp_duals(model: cp_model.CpModel, relaxation: Relaxation, *, time_limit: float) -> Duals | None:
-    """The LP relaxation of `model` under its objective, or None where reading and solving it
-    does not end within `time_limit` seconds (or there is no time)."""
+class PendingLp:
+    """An LP relaxation being solved by GLOP on a thread of its own: GLOP holds no Python
+    lock while it solves, so the planner's other work (a CP-SAT solve, Python) goes on
+    beside it on the second core. The request is read from the model before the thread
+    starts, so the thread touches nothing the planner uses."""
+
+    def __init__(self, relaxation: Relaxation, terms: tuple[list[int], list[int]], request: bytes):
+        self._relaxation = relaxation
+        self._terms = terms
+        self._answer: bytes | None = None
+        self._thread = threading.Thread(target=self._solve, args=(request,), daemon=True)
+        self._thread.start()
+
+    def _solve(self, request: bytes) -> None:
+        solver = model_builder_helper.ModelSolverHelper("glop")
+        # The stub says str; the binding takes (and returns) serialized protos as bytes.
+        self._answer = solver.solve_serialized_request(request)  # type: ignore[arg-type]
+
+    def result(self) -> Duals | None:
+        """The LP's answer once GLOP is done (None where it ended without an optimum). The
+        relaxation must not change in the meantime (no `refresh`, no `fix_within`)."""
+        self._thread.join()
+        answer = lp_pb2.MPSolutionResponse.FromString(self._answer or b"")
+        if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
+            return None
+        bound, costs = _weak_duality(self._relaxation, self._terms, np.asarray(answer.dual_value))
+        return Duals(
+            bound=bound, values=np.asarray(answer.variable_value), costs=costs, terms=self._terms
+        )
+
+
+def start_lp(
+    model: cp_model.CpModel, relaxation: Relaxation, *, time_limit: float
+) -> PendingLp | None:
+    """Start solving the LP relaxation of `model` under its objective, within `time_limit`
+    seconds from now, reading the model included; None where there is no time."""
     if time_limit <= 0:
         return None
     deadline = time.monotonic() + time_limit
@@ -166,16 +200,16 @@ def lp_duals(model: cp_model.CpModel, relaxation: Relaxation, *, time_limit: flo
     objective = model.proto.objective
     terms = (list(objective.vars), list(objective.coeffs))
     # Reading can use up the budget: GLOP then stops at once, not optimal.
-    request = relaxation.request(terms, time_limit=deadline - time.monotonic())
-    solver = model_builder_helper.ModelSolverHelper("glop")
-    answer = lp_pb2.MPSolutionResponse.FromString(
-        # The stub says str; the binding takes (and returns) serialized protos as bytes.
-        solver.solve_serialized_request(request)  # type: ignore[arg-type]
+    return PendingLp(
+        relaxation, terms, relaxation.request(terms, time_limit=deadline - time.monotonic())
     )
-    if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
-        return None
-    bound, costs = _weak_duality(relaxation, terms, np.asarray(answer.dual_value))
-    return Duals(bound=bound, values=np.asarray(answer.variable_value), costs=costs, terms=terms)
+
+
+def lp_duals(model: cp_model.CpModel, relaxation: Relaxation, *, time_limit: float) -> Duals | None:
+    """The LP relaxation of `model` under its objective, or None where reading and solving it
+    does not end within `time_limit` seconds (or there is no time)."""
+    pending = start_lp(model, relaxation, time_limit=time_limit)
+    return None if pending is None else pending.result()
 
 
 def _weak_duality(

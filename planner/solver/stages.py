@@ -50,7 +50,7 @@ from ortools.sat.python import cp_model
 from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.neighbourhood import FOUND, solve_neighbourhood
-from migplan.planner.solver.prune import Duals, fix_within, lp_duals
+from migplan.planner.solver.prune import Duals, PendingLp, fix_within, lp_duals
 
 Expression = Callable[[PlanningModel], cp_model.LinearExprT]
 Progress = Callable[[str], None]
@@ -173,17 +173,23 @@ def _solve_stage(
     deadline: float,
     lp: bool,
     settings: tuple[int, int, bool],
+    pending: PendingLp | None = None,
 ) -> tuple[cp_model.CpSolverStatus, cp_model.CpSolver, Duals | None, float]:
     """Solve `pm` under its objective from the solution `values`: with `lp`, first the LP of
     the objective (fixing what no solution as good as the hint can move) and its
     neighbourhood, which settles the stage where its best reaches the LP's bound; else, or
     if it does not, the whole model. The status, the solver holding the solution, the LP's
     answer (for fixing after the stage) and a bound on the stage's objective that holds for
-    the whole model (a neighbourhood's own bound holds only for it)."""
+    the whole model (a neighbourhood's own bound holds only for it). `pending`: the LP,
+    already started by the caller."""
     workers, seed, interleave = settings
     hinted = _hint(pm.model, values)
     left = deadline - time.monotonic()
-    duals = lp_duals(pm.model, pm.relaxation, time_limit=PRUNE_SHARE * left) if lp else None
+    duals = None
+    if pending is not None:
+        duals = pending.result()
+    elif lp:
+        duals = lp_duals(pm.model, pm.relaxation, time_limit=PRUNE_SHARE * left)
     near = None
     if duals is not None and (left := deadline - time.monotonic()) > 0:
         fix_within(pm.model, pm.relaxation, duals, solution=hinted)
@@ -239,6 +245,7 @@ def solve_stages(
     stages: Sequence[tuple[Criterion, ...]] = STAGES,
     before: StagedResult | None = None,
     continued: bool = False,
+    lp: PendingLp | None = None,
 ) -> StagedResult:
     """Solve `stages` in order until `deadline` (time.monotonic()), starting from `hint`;
     `before` holds the stages already solved (on another model), which this continues.
@@ -247,7 +254,9 @@ def solve_stages(
     stages on `pm`) first solves its LP: variables it shows no plan as good as the hint can
     move are fixed (`prune.py`), the LP's neighbourhood of the hint is searched
     (`neighbourhood.py`) and settles the stage where it reaches the LP's bound, and after
-    the stage the same LP fixes what no plan as good as the one reached can move."""
+    the stage the same LP fixes what no plan as good as the one reached can move. `lp`: the
+    first stage's LP, started by the caller (`start_lp`) on the model with its objective set,
+    to overlap other work."""
     result = StagedResult(values=dict(hint))
     if before is not None:
         result.stages = list(before.stages)
@@ -283,6 +292,7 @@ def solve_stages(
             deadline=deadline,
             lp=continued or criteria is not stages[-1],
             settings=(workers, seed, interleave),
+            pending=lp if criteria is stages[0] else None,
         )
         seconds = time.monotonic() - started
         if status == cp_model.MODEL_INVALID:
