@@ -25,6 +25,9 @@ from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.hardware.tables import layout_table, mask_of, rows_within
 from migplan.planner.plan import Plan
 
+ALL = (1 << 64) - 1
+"""Every instance of the layout table allowed."""
+
 
 @dataclass(frozen=True)
 class _Choices:
@@ -47,9 +50,6 @@ def _choices(gpu: GpuState, missing: Counter[str], profiles: tuple[str, ...]) ->
     have = np.array([current.get(p, 0) for p in profiles], dtype=np.int64)
     gained = np.maximum(table.supply(profiles)[rows] - have, 0)
     return _Choices(table.layouts, rows, gained)
-
-
-ALL = (1 << 64) - 1
 
 
 def greedy_targets(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> dict[GpuKey, Layout]:

@@ -179,7 +179,9 @@ class PendingLp:
         """The LP's answer once GLOP is done (None where it ended without an optimum). The
         relaxation must not change in the meantime (no `refresh`, no `fix_within`)."""
         self._thread.join()
-        answer = lp_pb2.MPSolutionResponse.FromString(self._answer or b"")
+        if self._answer is None:  # GLOP raised: its traceback went to stderr
+            return None
+        answer = lp_pb2.MPSolutionResponse.FromString(self._answer)
         if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
             return None
         bound, costs = _weak_duality(self._relaxation, self._terms, np.asarray(answer.dual_value))
