@@ -192,12 +192,13 @@ def _print_solver(out: Console, plan: Plan) -> None:
     note = s.no_time_note()
     if note is not None:
         out.print(Text(f"warning: {note}", style="bold yellow"))
+    returned = s.chosen if (s.chosen or "").endswith("plan") else f"{s.chosen}'s plan"
     out.print(
         Text(
             f"Solver: {s.method} {s.status} in {s.wall_seconds:.2f} s (model "
             f"{s.build_seconds:.2f} s); {s.classes} GPU classes, {s.pools} pools, "
             f"{s.variables} variables, {s.workers} worker(s), seed {s.seed}; started from "
-            f"{s.started_from}, returned {s.chosen}'s plan; demand met (weighted) "
+            f"{s.started_from}, returned {returned}; demand met (weighted) "
             f"{s.objective:g}, bound {s.bound:g}, gap {s.gap:.2%}"
         )
     )

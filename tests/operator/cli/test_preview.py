@@ -374,6 +374,9 @@ def test_a_previous_plan_is_the_start_and_kept_where_still_best(capsys, tmp_path
     assert after["solver"]["chosen"] == "previous plan"  # as good: kept
     assert [g["after"] for g in after["gpus"]] == [g["after"] for g in before["gpus"]]
     assert after["summary"] == before["summary"]
+    code, text, err = call(capsys, "preview", PLAN, "--cluster", CLUSTER, "--previous", earlier)
+    assert code == 0, err
+    assert "started from previous plan, returned previous plan;" in text
 
 
 @pytest.mark.parametrize(
