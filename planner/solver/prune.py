@@ -24,7 +24,6 @@ there, 0.6 s on 8,000 GPUs (where GPUs changed took 0.7 s instead of 5.5 s).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,8 @@ import numpy as np
 import ortools.linear_solver.linear_solver_pb2 as lp_pb2
 from ortools.linear_solver.python import model_builder_helper
 from ortools.sat.python import cp_model
+
+from migplan.planner.solver.background import Background
 
 TOLERANCE = 1e-6
 """Slack on the comparison, relative to the objective's size (GLOP's own tolerances are
@@ -158,36 +159,31 @@ class Duals:
 
 
 class PendingLp:
-    """An LP relaxation being solved by GLOP on a thread of its own: GLOP holds no Python
-    lock while it solves, so the planner's other work (a CP-SAT solve, Python) goes on
-    beside it on the second core. The request is read from the model before the thread
-    starts, so the thread touches nothing the planner uses."""
+    """An LP relaxation being solved by GLOP on a thread of its own (`Background`), beside
+    the planner's other work. The request is read from the model before the thread starts,
+    so the thread touches nothing the planner uses."""
 
     def __init__(self, relaxation: Relaxation, terms: tuple[list[int], list[int]], request: bytes):
         self._relaxation = relaxation
         self._terms = terms
-        self._answer: bytes | None = None
-        self._thread = threading.Thread(target=self._solve, args=(request,), daemon=True)
-        self._thread.start()
-
-    def _solve(self, request: bytes) -> None:
-        solver = model_builder_helper.ModelSolverHelper("glop")
-        # The stub says str; the binding takes (and returns) serialized protos as bytes.
-        self._answer = solver.solve_serialized_request(request)  # type: ignore[arg-type]
+        self._answer = Background(lambda: _solve_glop(request))
 
     def result(self) -> Duals | None:
         """The LP's answer once GLOP is done (None where it ended without an optimum). The
         relaxation must not change in the meantime (no `refresh`, no `fix_within`)."""
-        self._thread.join()
-        if self._answer is None:  # GLOP raised: its traceback went to stderr
-            return None
-        answer = lp_pb2.MPSolutionResponse.FromString(self._answer)
+        answer = lp_pb2.MPSolutionResponse.FromString(self._answer.result())
         if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
             return None
         bound, costs = _weak_duality(self._relaxation, self._terms, np.asarray(answer.dual_value))
         return Duals(
             bound=bound, values=np.asarray(answer.variable_value), costs=costs, terms=self._terms
         )
+
+
+def _solve_glop(request: bytes) -> bytes:
+    solver = model_builder_helper.ModelSolverHelper("glop")
+    # The stub says str; the binding takes (and returns) serialized protos as bytes.
+    return bytes(solver.solve_serialized_request(request))  # type: ignore[arg-type]
 
 
 def start_lp(
