@@ -333,13 +333,13 @@ def _solve_demand_first(
     until: float,
 ) -> tuple[PlanningModel, StagedResult]:
     """Stage 1 on `small`, the model with one route per class (`pools.for_demand_alone`),
-    under way (`job`), then the
-    evictions stage on the full model, which must meet as much, starting from the best plan
-    that does: the demand stage's plan keeping what in-use instances it can, or a starting
-    plan. Where that evicts nothing the later stages run on the smaller model of policy
-    `none` (`_without_evictions`); where a starting plan already meets as much without
-    evicting, they do so at once, without the evictions stage on the full model. Returns the
-    model the last stages ran on, and the result. `until`: the stages' deadline."""
+    already under way (`job`); then the evictions stage on the full model, which must meet
+    as much, starting from the best plan that does: the demand stage's plan keeping what
+    in-use instances it can, or a starting plan. Where that evicts nothing the later stages
+    run on the smaller model of policy `none` (`_without_evictions`); where a starting plan
+    already meets as much without evicting, they do so at once, without the evictions stage
+    on the full model. Returns the model the last stages ran on, and the result. `until`:
+    the stages' deadline."""
     first = job.result()
     met = sum(demand_weight(d) * first.value(v) for d, v in zip(pm.demand, small.met, strict=True))
     pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
