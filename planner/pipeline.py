@@ -15,6 +15,7 @@ from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PolicySpec
 from migplan.planner.assemble import GpuKey, input_hash
 from migplan.planner.demand import DemandItem, build_demand, left_unmet
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.gc_pause import gc_paused
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.plan import Plan, ScaleOutPlan
 from migplan.planner.solver import plan as solve
@@ -88,8 +89,31 @@ def plan_fleet(
 
     The mig-manager actuator rebuilds whole GPUs, so the policy is tightened to say so.
     Raises MigplanInputError for bad inputs and InvalidPlanError if the plan fails validation
-    (which would be a planner bug). `progress` hears what a long pass is doing.
+    (which would be a planner bug). `progress` hears what a long pass is doing. The cyclic
+    collector is paused meanwhile (`gc_pause.py`).
     """
+    with gc_paused():
+        return _plan_fleet(
+            manifest,
+            inventory,
+            catalog,
+            progress=progress,
+            started=started,
+            resolved=resolved,
+            previous=previous,
+        )
+
+
+def _plan_fleet(
+    manifest: GPUPartitionPlan,
+    inventory: Inventory,
+    catalog: Catalog,
+    *,
+    progress: Callable[[str], None] | None,
+    started: float | None,
+    resolved: Sequence[GpuState] | None,
+    previous: Mapping[GpuKey, str] | None,
+) -> PlanOutcome:
     spec = manifest.spec
     policy = spec.policy
     check_policy(policy, catalog)

@@ -30,6 +30,7 @@ from migplan.planner.api.inventory import GpuState, Inventory
 from migplan.planner.api.nodepartition import ConditionType
 from migplan.planner.api.spec import GPUPartitionPlan, PlanPhase
 from migplan.planner.export import scale_out as scale_out_text
+from migplan.planner.gc_pause import gc_paused
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
@@ -88,7 +89,23 @@ def plan_status(
     gpu_operator: GpuOperatorSettings | None = None,
 ) -> PlanningResult:
     """Plan `manifest` (parsed from `body`, the GPUPartitionPlan object) on the cluster
-    behind `api`, leaving out the nodes preflight refuses."""
+    behind `api`, leaving out the nodes preflight refuses. The cyclic collector is paused
+    for the pass, reads included (`planner/gc_pause.py`: the informer caches make the heap
+    large, and a full collection then takes seconds)."""
+    with gc_paused():
+        return _plan_status(
+            body=body, manifest=manifest, api=api, catalog=catalog, gpu_operator=gpu_operator
+        )
+
+
+def _plan_status(
+    *,
+    body: PlanBody,
+    manifest: GPUPartitionPlan,
+    api: Kube,
+    catalog: Catalog,
+    gpu_operator: GpuOperatorSettings | None,
+) -> PlanningResult:
     generation = int(body["metadata"].get("generation", 0))
     check_mode(manifest, api=api)
     snapshot = read_inventory(api, catalog=catalog)

@@ -254,6 +254,11 @@ def normalize_product_name(name: str) -> str:
     return re.sub(r"-mig-[0-9]+g\.[0-9]+gb.*$", "", folded)
 
 
+_SEEN_NAMES = 1024
+"""Spellings of model names a catalog remembers (a fleet uses a handful; agents' reports
+are input, so the memo is bounded)."""
+
+
 class Catalog:
     """All GPU models known to migplan, with lookup by catalog key or product name."""
 
@@ -268,6 +273,8 @@ class Catalog:
                     raise CatalogError(
                         f"product name {name!r} matches both {other.model} and {m.model}"
                     )
+        self._seen: dict[str, GpuModel] = {}
+        """Names as given, each folded once (a 40,000-GPU inventory names a model per GPU)."""
 
     def __iter__(self) -> Iterator[GpuModel]:
         return iter(self._models.values())
@@ -282,12 +289,17 @@ class Catalog:
 
     def model(self, name: str) -> GpuModel:
         """The model whose key or any product name matches `name`, case-insensitively."""
+        found = self._seen.get(name)
+        if found is not None:
+            return found
         found = self._by_name.get(normalize_product_name(name))
         if found is None:
             raise UnknownModelError(
                 f"unknown GPU model {name!r} (known: {', '.join(self._models)}; "
                 "product names such as 'NVIDIA A100-SXM4-40GB' also work)"
             )
+        if len(self._seen) < _SEEN_NAMES:
+            self._seen[name] = found
         return found
 
 
