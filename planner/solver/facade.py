@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from migplan.planner.allocation import EXACT_NODES
 from migplan.planner.api.inventory import GpuState
@@ -58,10 +58,16 @@ STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Ta
 )
 ASSEMBLY_SHARE = 0.15
 """Share of the time limit kept back for turning counts into layouts and the plan."""
-ASSEMBLY_SECONDS_PER_GPU = 0.15e-3
+ASSEMBLY_SECONDS_PER_GPU = 0.075e-3
 """...or, where more, this per GPU: from the stages' deadline to the preview's exit (placing,
-scoring, assembling, validating, writing the plan) took 0.55-0.7 s on 8,000 fragmented GPUs
-with evictions (1.2 s at 8,000 GPUs is about twice that, for a VM whose speed varies)."""
+scoring, assembling, validating, writing the plan) took about 1.5 s on 40,000 fragmented GPUs
+once the cyclic collector stopped interrupting (`gc_pause.py`; 0.15 ms a GPU before, which
+left a 40,000-GPU fleet no time to solve); 3 s at 40,000 GPUs is about twice that, for a VM
+whose speed varies."""
+EVICTIONS_PATH_SECONDS_PER_GPU = 0.06e-3
+"""Time the evictions stage needs before it can search, per GPU: after the demand stage, its
+LP read from the model, the small model's plan mapped and repaired, and the hint took 2.2 s
+on 40,000 fragmented GPUs. With less time left the demand stage's plan is the answer."""
 BUNDLE_SECONDS_PER_GPU = 0.12e-3
 """Kept back on top, per GPU, where pods need several instances on one node: placing them
 node by node (and the repair that reshapes nodes for them) took the time after the stages
@@ -341,6 +347,11 @@ def _solve_demand_first(
     on the full model. Returns the model the last stages ran on, and the result. `until`:
     the stages' deadline."""
     first = job.result()
+    if until - time.monotonic() < EVICTIONS_PATH_SECONDS_PER_GPU * len(starts.gpus):
+        # Too late for the evictions stage: the work before it (its LP read from the model,
+        # repairing the small model's plan, the hint) would only overrun the limit. The later
+        # stages are not solved: the plan is not proven best on them.
+        return small, replace(first, optimal=False)
     met = sum(demand_weight(d) * first.value(v) for d, v in zip(pm.demand, small.met, strict=True))
     pm.model.add(pm.weighted_met() == met if first.optimal else pm.weighted_met() >= met)
     meeting = [r for r in starts.ranked if r[0].weighted_met >= met]
