@@ -36,7 +36,8 @@ from migplan.planner.errors import MigplanInputError
 from migplan.planner.hardware.catalog import Catalog, default_catalog
 from migplan.planner.hardware.resources import is_mig_resource
 
-MIG_CAPABLE = "nvidia.com/mig.capable=true"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+MIG_CAPABLE = f"{MIG_CAPABLE_LABEL}=true"
 
 
 @dataclass(frozen=True)

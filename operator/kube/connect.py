@@ -43,6 +43,8 @@ class KubeClient:
     kueue: Kueue
     gangs: Gangs
     auth: Auth
+    cache: ClusterCache | None = None
+    """The informer caches behind the cached areas (`cached`), if any."""
 
     @classmethod
     def over(cls, api: client.ApiClient) -> KubeClient:
@@ -72,6 +74,7 @@ class KubeClient:
             kueue=CachedKueue(api, cache),
             gangs=CachedGangs(api, cache),
             auth=self.auth,
+            cache=cache,
         )
 
 

@@ -22,7 +22,7 @@ from typing import Any, cast
 import structlog
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.informer import ADDED, ERROR, MODIFIED, SharedInformer
+from kubernetes.informer import ADDED, DELETED, ERROR, MODIFIED, SharedInformer
 
 log = structlog.get_logger("migplan.operator")
 
@@ -72,6 +72,7 @@ class Watched:
         self.refused: ApiException | None = None
         """Why the first list failed with an answer about the request (403, 404)."""
         self._done = threading.Event()
+        self._started = False
         self._informer = SharedInformer(
             self._lister(call, custom=custom),
             namespace=namespace,
@@ -119,6 +120,7 @@ class Watched:
 
     def start(self) -> None:
         """List and watch in the informer's thread."""
+        self._started = True
         self._informer.start()
 
     def stop(self, *, wait: bool = True) -> None:
@@ -142,6 +144,17 @@ class Watched:
     def items(self) -> list[Any]:
         """A snapshot of the cached objects."""
         return list(self._informer.cache.list())
+
+    def listen(self, handler: Callable[[str, Any], None], *, timeout: float) -> None:
+        """Call `handler(event_type, obj)` for each object added, modified or deleted, on the
+        informer's thread. On an informer started already, the objects of its first list
+        (waited for up to `timeout` s) are handed over as added here too: an object may come
+        twice, and handlers must not mind."""
+        for kind in (ADDED, MODIFIED, DELETED):
+            self._informer.add_event_handler(kind, functools.partial(handler, kind))
+        if self._started and self.wait(timeout):
+            for obj in self.items():
+                handler(ADDED, obj)
 
 
 class ClusterCache:
@@ -170,6 +183,19 @@ class ClusterCache:
             client.CoreV1Api(self.api).list_node,
             custom=False,
             label_selector=label_selector,
+        )
+
+    def on_nodes(self, *, label_selector: str, handler: Callable[[str, Any], None]) -> None:
+        """Hand `handler(event_type, node)` every change to the nodes matching
+        `label_selector` as their cache hears of it (`Watched.listen`), starting that
+        informer now if no read has: the operator's node handling rides on the watch its
+        planning passes read from, so each node update is decoded once."""
+        self._watched_for(
+            ("nodes", label_selector),
+            client.CoreV1Api(self.api).list_node,
+            custom=False,
+            label_selector=label_selector,
+            listener=handler,
         )
 
     def pods(
@@ -206,7 +232,7 @@ class ClusterCache:
 
         return self._read((group, version, plural), call, custom=True)
 
-    def _read(
+    def _watched_for(
         self,
         key: Hashable,
         call: Callable[..., Any],
@@ -215,7 +241,10 @@ class ClusterCache:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[Any] | None:
+        listener: Callable[[str, Any], None] | None = None,
+    ) -> tuple[Watched, bool]:
+        """The informer for `key`, started if there was none (then also True), with
+        `listener` listening (from before its first list, where this call starts it)."""
         with self._lock:
             watched = self._watched.get(key)
             first = watched is None
@@ -228,7 +257,31 @@ class ClusterCache:
                     field_selector=field_selector,
                 )
                 self._watched[key] = watched
+                if listener is not None:
+                    watched.listen(listener, timeout=0)
                 watched.start()
+        if listener is not None and not first:
+            watched.listen(listener, timeout=self.sync_timeout)
+        return watched, first
+
+    def _read(
+        self,
+        key: Hashable,
+        call: Callable[..., Any],
+        *,
+        custom: bool,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Any] | None:
+        watched, first = self._watched_for(
+            key,
+            call,
+            custom=custom,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
         # Only the first read waits: an informer that has not synced by then (its list
         # failing, say) must not hold every later pass for the timeout again.
         if watched.synced or (first and watched.wait(self.sync_timeout)):

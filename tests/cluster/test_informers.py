@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from nodes import gpu_node, mig_pod, report_partition
+from operator_proc import running_operator
 from pools import apply
 from prometheus_client import REGISTRY
 from waiting import wait_for
@@ -151,3 +152,55 @@ def test_a_kind_not_served_falls_back_to_a_list_at_once(crds, stop_after) -> Non
     assert cache.custom(group="nothing.example.com", version="v1", plural="things") is None
     assert time.monotonic() - started < 10, "it waited for a list refused with 404"
     assert cache.nodes(label_selector="migplan.io/none=here") == []  # served, and empty
+
+
+def test_node_listeners_hear_the_nodes_cached_and_every_change(crds, stop_after) -> None:
+    cp = crds
+    pool = f"inf-{uuid.uuid4().hex[:6]}"
+    first, later = f"{pool}-n0", f"{pool}-n1"
+    apply(cp, gpu_node(first, product="NVIDIA-H100-80GB-HBM3", pool=pool))
+    heard: dict[str, list[tuple[str, str]]] = {"before": [], "after": []}
+
+    def listener(which: str) -> Callable[[str, object], None]:
+        def hear(kind: str, node) -> None:
+            if node.metadata.name.startswith(pool):
+                heard[which].append((kind, node.metadata.name))
+
+        return hear
+
+    # One cache told before any read (the operator's startup), one after a pass's read.
+    told_first = connect(kubeconfig=str(cp.kubeconfig)).cached().cache
+    read_first = connect(kubeconfig=str(cp.kubeconfig)).cached().cache
+    assert told_first is not None
+    assert read_first is not None
+    stop_after(told_first)
+    stop_after(read_first)
+    told_first.on_nodes(label_selector=MIG, handler=listener("before"))
+    assert read_first.nodes(label_selector=MIG) is not None
+    read_first.on_nodes(label_selector=MIG, handler=listener("after"))
+    for which in heard:
+        wait_for(lambda w=which: ("ADDED", first) in heard[w], f"{which}: the node there")
+
+    apply(cp, gpu_node(later, product="NVIDIA-H100-80GB-HBM3", pool=pool))
+    cp.kubectl("annotate", "node", first, "migplan.io/test=1")
+    cp.kubectl("delete", "node", later, "--wait=false")
+    for which, events in heard.items():
+        wait_for(lambda e=events: ("DELETED", later) in e, f"{which}: the node deleted")
+        assert ("ADDED", later) in events
+        assert ("MODIFIED", first) in events
+
+
+@pytest.mark.parametrize("extra_args", [(), ("--no-informers",)], ids=["informers", "lists"])
+def test_the_operator_gives_a_new_gpu_node_a_node_partition(crds, extra_args) -> None:
+    """Node events reach the operator from its node informer, or from kopf's node watch
+    without informers: either way a MIG-capable node that appears gets its NodePartition."""
+    cp = crds
+    pool = f"inf-{uuid.uuid4().hex[:6]}"
+    with running_operator(cp, extra_args=extra_args):
+        apply(cp, gpu_node(f"{pool}-n0", product="NVIDIA-H100-80GB-HBM3", pool=pool))
+
+        def made() -> bool:
+            found = cp.kubectl("get", "nodepartition", f"{pool}-n0", "-o", "json", check=False)
+            return found.returncode == 0
+
+        wait_for(made, "the operator to create the new node's NodePartition")
