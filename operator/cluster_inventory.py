@@ -11,6 +11,7 @@ Where Kueue is installed, its Workloads not admitted yet are read too (`kueue/wo
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -81,6 +82,45 @@ def _gpus(partition: NodePartitionBody | None) -> tuple[GpuInfo, ...] | None:
     )
 
 
+ReportKey = tuple[str, str, str]
+"""A NodePartition's uid and resourceVersion, and its node's product label: one report, as
+read against one product name."""
+
+
+class CheckedReports:
+    """The agents' reports read and checked on the last pass, by `ReportKey`: the informer
+    cache hands a pass the same unchanged NodePartitions as the pass before, and reading and
+    checking 40,000 GPUs' reports again took a second a pass. Only the reports of the latest
+    pass are kept, so the memo never outgrows the fleet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[ReportKey, tuple[GpuInfo, ...]] = {}
+
+    def get(self, key: ReportKey | None) -> tuple[GpuInfo, ...] | None:
+        """The GPUs of the report `key` names, if a pass checked it."""
+        if key is None:
+            return None
+        with self._lock:
+            return self._known.get(key)
+
+    def keep(self, fresh: dict[ReportKey, tuple[GpuInfo, ...]]) -> None:
+        """The reports a pass read and found valid, instead of the last pass's."""
+        with self._lock:
+            self._known = fresh
+
+
+_CHECKED = CheckedReports()
+
+
+def _report_key(partition: NodePartitionBody | None, product: str) -> ReportKey | None:
+    """The memo's key for `partition` (None where it has no uid or resourceVersion: a
+    report read from anywhere but the API server)."""
+    meta = (partition or {}).get("metadata") or {}
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    return (str(uid), str(version), product) if uid and version else None
+
+
 def _unschedulable(pod: Any) -> bool:
     if pod.spec.node_name:
         return False  # bound to a node: waiting for something else
@@ -105,9 +145,17 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
     nodes, left_out, left_out_labels = [], {}, {}
     skipped: list[Skipped] = []
     checked: dict[Any, str | None] = {}
+    fresh: dict[ReportKey, tuple[GpuInfo, ...]] = {}
     for node in api.core.list_nodes(label_selector=MIG_CAPABLE):
         name = node.metadata.name
         labels = dict(node.metadata.labels or {})
+        product = labels.get("nvidia.com/gpu.product", "")
+        key = _report_key(partitions.get(name), product)
+        known = _CHECKED.get(key)
+        if key is not None and known is not None:
+            fresh[key] = known
+            nodes.append(NodeInfo(name=name, labels=labels, gpus=known))
+            continue
         try:
             gpus = _gpus(partitions.get(name))
         except (ValidationError, KeyError, TypeError, ValueError) as exc:
@@ -119,7 +167,6 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
             left_out[name] = "its agent has not reported the GPUs (no NodePartition status)"
             left_out_labels[name] = labels
             continue
-        product = labels.get("nvidia.com/gpu.product", "")
         gpus = tuple(g if g.model else g.model_copy(update={"model": product}) for g in gpus)
         reported = NodeInfo(name=name, labels=labels, gpus=gpus)
         try:
@@ -130,7 +177,10 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
             )
             left_out_labels[name] = labels
             continue
+        if key is not None:
+            fresh[key] = gpus
         nodes.append(reported)
+    _CHECKED.keep(fresh)
     nodes = dra.nodes(nodes, left_out=left_out, left_out_labels=left_out_labels, catalog=catalog)
     pending = []
     gangs = GangReading.read(api)
