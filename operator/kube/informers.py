@@ -16,6 +16,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -157,6 +158,28 @@ class Watched:
                 handler(ADDED, obj)
 
 
+@dataclass(frozen=True)
+class Kind:
+    """What one informer watches: its cache key, the list call, and the selectors."""
+
+    key: Hashable
+    call: Callable[..., Any]
+    custom: bool
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    def informer(self) -> Watched:
+        """A new informer for this kind (not started)."""
+        return Watched(
+            self.call,
+            custom=self.custom,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+
+
 class ClusterCache:
     """The informers of one operator, one per kind and selectors, started on first read."""
 
@@ -176,27 +199,24 @@ class ClusterCache:
         for one in watched:
             one.stop(wait=False)
 
-    def nodes(self, *, label_selector: str) -> list[Any] | None:
-        """Nodes matching `label_selector`; None where no cache could be filled."""
-        return self._read(
+    def _nodes(self, label_selector: str) -> Kind:
+        return Kind(
             ("nodes", label_selector),
             client.CoreV1Api(self.api).list_node,
             custom=False,
             label_selector=label_selector,
         )
 
+    def nodes(self, *, label_selector: str) -> list[Any] | None:
+        """Nodes matching `label_selector`; None where no cache could be filled."""
+        return self._read(self._nodes(label_selector))
+
     def on_nodes(self, *, label_selector: str, handler: Callable[[str, Any], None]) -> None:
         """Hand `handler(event_type, node)` every change to the nodes matching
         `label_selector` as their cache hears of it (`Watched.listen`), starting that
         informer now if no read has: the operator's node handling rides on the watch its
         planning passes read from, so each node update is decoded once."""
-        self._watched_for(
-            ("nodes", label_selector),
-            client.CoreV1Api(self.api).list_node,
-            custom=False,
-            label_selector=label_selector,
-            listener=handler,
-        )
+        self._watched_for(self._nodes(label_selector), listener=handler)
 
     def pods(
         self,
@@ -209,17 +229,20 @@ class ClusterCache:
         cache could be filled."""
         core = client.CoreV1Api(self.api)
         return self._read(
-            ("pods", namespace, label_selector, field_selector),
-            core.list_namespaced_pod if namespace else core.list_pod_for_all_namespaces,
-            custom=False,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
+            Kind(
+                ("pods", namespace, label_selector, field_selector),
+                core.list_namespaced_pod if namespace else core.list_pod_for_all_namespaces,
+                custom=False,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
         )
 
     def namespaces(self) -> list[Any] | None:
         """Every namespace; None where no cache could be filled."""
-        return self._read(("namespaces",), client.CoreV1Api(self.api).list_namespace, custom=False)
+        core = client.CoreV1Api(self.api)
+        return self._read(Kind(("namespaces",), core.list_namespace, custom=False))
 
     def custom(self, *, group: str, version: str, plural: str) -> list[dict[str, Any]] | None:
         """Every object of a custom or aggregated kind (all namespaces, as dictionaries);
@@ -230,33 +253,19 @@ class ClusterCache:
         def call(**kwargs: Any) -> Any:
             return objects.list_cluster_custom_object(group, version, plural, **kwargs)
 
-        return self._read((group, version, plural), call, custom=True)
+        return self._read(Kind((group, version, plural), call, custom=True))
 
     def _watched_for(
-        self,
-        key: Hashable,
-        call: Callable[..., Any],
-        *,
-        custom: bool,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        listener: Callable[[str, Any], None] | None = None,
+        self, kind: Kind, *, listener: Callable[[str, Any], None] | None = None
     ) -> tuple[Watched, bool]:
-        """The informer for `key`, started if there was none (then also True), with
+        """The informer for `kind`, started if there was none (then also True), with
         `listener` listening (from before its first list, where this call starts it)."""
         with self._lock:
-            watched = self._watched.get(key)
+            watched = self._watched.get(kind.key)
             first = watched is None
             if watched is None:
-                watched = Watched(
-                    call,
-                    custom=custom,
-                    namespace=namespace,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                )
-                self._watched[key] = watched
+                watched = kind.informer()
+                self._watched[kind.key] = watched
                 if listener is not None:
                     watched.listen(listener, timeout=0)
                 watched.start()
@@ -264,36 +273,20 @@ class ClusterCache:
             watched.listen(listener, timeout=self.sync_timeout)
         return watched, first
 
-    def _read(
-        self,
-        key: Hashable,
-        call: Callable[..., Any],
-        *,
-        custom: bool,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[Any] | None:
-        watched, first = self._watched_for(
-            key,
-            call,
-            custom=custom,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
+    def _read(self, kind: Kind) -> list[Any] | None:
+        watched, first = self._watched_for(kind)
         # Only the first read waits: an informer that has not synced by then (its list
         # failing, say) must not hold every later pass for the timeout again.
         if watched.synced or (first and watched.wait(self.sync_timeout)):
             return watched.items()
         if watched.refused is not None:  # asked again on the next read
             with self._lock:
-                if self._watched.get(key) is watched:
-                    del self._watched[key]
+                if self._watched.get(kind.key) is watched:
+                    del self._watched[kind.key]
             watched.stop()
         log.warning(
             "informer_not_synced",
-            kind=str(key),
+            kind=str(kind.key),
             why=f"refused ({watched.refused.status})" if watched.refused else "timed out",
         )
         return None
