@@ -193,6 +193,9 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
         figures["pending_to_plan_s"] = time.monotonic() - asked
         _progress(f"{mode}: {MORE} pods counted {figures['pending_to_plan_s']:.0f} s later")
         cp.kubectl("delete", "pod", "-n", POOL, "--wait=false", *_more(pods))
+        # The steady stretch begins once a re-plan has seen them go: the fleet is then the
+        # same from pass to pass, and the requests counted are a steady fleet's.
+        _until_met(cp, f"{pods}/{pods}", "the plan without the ten", timeout=300)
         before, at = api_requests(port), time.monotonic()
         plans_before = metric(port, "migplan_planner_seconds_count")
         seconds_before = metric(port, "migplan_planner_seconds_sum")
