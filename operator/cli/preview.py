@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -336,9 +337,14 @@ def plan_input(
     (what preview and export do alike); with `previous`, an earlier plan's file, starting
     from that plan where it ranks best (`planner/solver/previous.py`)."""
     with gc_paused():
-        return _plan_input(
+        outcome = _plan_input(
             manifest, source, catalog=catalog, progress=progress, started=started, previous=previous
         )
+        # The inputs and the plan live until the command exits: moved out of the collector's
+        # sight before it is back on, they are not scanned again (once the pass's objects
+        # were young, the first collection after it scanned them all: 0.15 s on 400 GPUs).
+        gc.freeze()
+    return outcome
 
 
 def _plan_input(
