@@ -74,6 +74,7 @@ class Watched:
         """Why the first list failed with an answer about the request (403, 404)."""
         self._done = threading.Event()
         self._started = False
+        self._read = threading.Event()
         self._informer = SharedInformer(
             self._lister(call, custom=custom),
             namespace=namespace,
@@ -136,6 +137,13 @@ class Watched:
         """Wait up to `timeout` s for the first list (or its refusal); whether it synced."""
         self._done.wait(timeout)
         return self._first_list.is_set()
+
+    def first_read(self) -> bool:
+        """True the first time it is asked: whether this read is the informer's first (only
+        that one waits for its list, wherever the informer was started)."""
+        first = not self._read.is_set()
+        self._read.set()
+        return first
 
     @property
     def synced(self) -> bool:
@@ -257,9 +265,9 @@ class ClusterCache:
 
     def _watched_for(
         self, kind: Kind, *, listener: Callable[[str, Any], None] | None = None
-    ) -> tuple[Watched, bool]:
-        """The informer for `kind`, started if there was none (then also True), with
-        `listener` listening (from before its first list, where this call starts it)."""
+    ) -> Watched:
+        """The informer for `kind`, started if there was none, with `listener` listening
+        (from before its first list, where this call starts it)."""
         with self._lock:
             watched = self._watched.get(kind.key)
             first = watched is None
@@ -271,13 +279,14 @@ class ClusterCache:
                 watched.start()
         if listener is not None and not first:
             watched.listen(listener, timeout=self.sync_timeout)
-        return watched, first
+        return watched
 
     def _read(self, kind: Kind) -> list[Any] | None:
-        watched, first = self._watched_for(kind)
-        # Only the first read waits: an informer that has not synced by then (its list
-        # failing, say) must not hold every later pass for the timeout again.
-        if watched.synced or (first and watched.wait(self.sync_timeout)):
+        watched = self._watched_for(kind)
+        # Only the first read waits (also of an informer a listener started): one that has
+        # not synced by then (its list failing, say) must not hold every later pass for the
+        # timeout again.
+        if watched.synced or (watched.first_read() and watched.wait(self.sync_timeout)):
             return watched.items()
         if watched.refused is not None:  # asked again on the next read
             with self._lock:

@@ -176,6 +176,9 @@ def test_node_listeners_hear_the_nodes_cached_and_every_change(crds, stop_after)
     stop_after(told_first)
     stop_after(read_first)
     told_first.on_nodes(label_selector=MIG, handler=listener("before"))
+    # The first read of an informer a listener started waits for its list, as any first
+    # read does, rather than listing directly.
+    assert told_first.nodes(label_selector=MIG) is not None
     assert read_first.nodes(label_selector=MIG) is not None
     read_first.on_nodes(label_selector=MIG, handler=listener("after"))
     for which in heard:
