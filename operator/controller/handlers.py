@@ -114,7 +114,8 @@ def configure(
     if not informers:
         # Without informers kopf watches the nodes; with them the node informer hands its
         # events over (`startup`): a second watch would decode every node update twice,
-        # and kopf's handling of one (5,000 kwok nodes: 84 a second) took a fifth of a core.
+        # and kopf's event loop, handling them (5,000 kwok nodes: 84 a second), was busy a
+        # fifth of a core.
         kopf.on.event("", "v1", "nodes", labels={MIG_CAPABLE_LABEL: "true"})(on_gpu_node)
     return Runtime(
         controller=controller,

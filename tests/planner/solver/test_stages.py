@@ -8,7 +8,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 from migplan.planner.api.spec import Disruption, PolicySpec
-from migplan.planner.solver import plan, stages
+from migplan.planner.solver import facade, plan, stages
 from migplan.planner.validate import validate
 
 EVICT = PolicySpec(disruption=Disruption.EVICT)
@@ -57,3 +57,25 @@ def test_an_internal_objective_value_reads_in_the_models_own_terms(maximise: boo
         for v, c in zip(objective.vars, objective.coeffs, strict=True)
     )
     assert stages._external(model, internal) == solver.objective_value
+
+
+def test_too_late_for_the_evictions_stage_the_demand_stages_plan_stands_unproven(
+    gpu, want, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the demand stage, with less time left than the evictions stage needs before it
+    can search, the demand stage's plan is returned: as much demand met, not called
+    optimal, and no later stage reported as solved."""
+    gpus = [
+        gpu("H100-80GB", "3g.40gb@0+2g.20gb@4", node="a", pins={"3g.40gb@0": "ns/a"}),
+        gpu("H100-80GB", "4g.40gb@0", node="b", pins={"4g.40gb@0": "ns/c"}),
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="c", pins={"1g.10gb@1": "ns/b"}),
+    ]
+    demand = [want("7g.80gb", 1, priority=3), want("1g.10gb", 4)]
+    in_time = plan(gpus, demand, EVICT, time_limit=10.0)
+    assert in_time.solver.status == "OPTIMAL"
+    monkeypatch.setattr(facade, "EVICTIONS_PATH_SECONDS_PER_GPU", 1e6)
+    late = plan(gpus, demand, EVICT, time_limit=10.0)
+    validate(late, gpus, demand, EVICT)
+    assert late.solver.status == "FEASIBLE"
+    assert [s.name for s in late.solver.stages] == ["demand met"]
+    assert late.summary.met == in_time.summary.met
