@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from migplan.planner.allocation import _flow, _greedy, allocate
+from migplan.planner.allocation import EXACT_NODES, _flow, _greedy, allocate
 from migplan.planner.demand import DemandItem, DemandKind
 
 PROFILES = ["1g.10gb", "2g.20gb", "3g.40gb"]
@@ -85,6 +85,20 @@ def test_a_bundle_needs_one_node_that_holds_all_its_instances(bundle) -> None:
     result = allocate(demand, available, nodes=together)
     assert result.met == (1,)
     assert result.served == ({"1g.10gb": 2},)
+
+
+@pytest.mark.parametrize("pairs_first", [True, False])
+def test_bundles_of_more_instances_are_packed_first(bundle, pairs_first) -> None:
+    # Node a is the tightest: pairs packed there first would leave the triple no node. A
+    # fleet past EXACT_NODES, where the packing is greedy (nodes with nothing free count).
+    demand = [bundle(1, {"7g.80gb": 2}), bundle(1, {"7g.80gb": 3})]
+    if not pairs_first:
+        demand.reverse()
+    nodes = {"a": {"7g.80gb": 3}, "b": {"7g.80gb": 2, "1g.10gb": 5}}
+    nodes |= {f"idle-{n}": {} for n in range(EXACT_NODES)}
+    free = {"7g.80gb": 5, "1g.10gb": 5}
+    result = allocate(demand, supply(free=free), nodes=nodes)
+    assert result.met == (1, 1)
 
 
 def test_single_instances_come_from_the_nodes_with_least_free(want, bundle) -> None:
