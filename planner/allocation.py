@@ -165,6 +165,16 @@ def allocate(
     return _Packing(demand, available, nodes).run()
 
 
+def spare_instances(
+    demand: Sequence[DemandItem], available: Available, nodes: NodeFree
+) -> dict[str, Counter[str]]:
+    """Per node, the free instances the greedy packing of a large fleet leaves unused: where
+    a short bundle's instances are stranded (`solver/gather.py`)."""
+    packing = _Packing(demand, available, nodes)
+    packing.run()
+    return packing.nodes
+
+
 def feasible_allocation(demand: Sequence[DemandItem], available: Available) -> Allocation:
     """A quick allocation that keeps gangs whole, the fleet taken as one node (the solver's
     relaxation): a feasible starting point, not the best one."""

@@ -31,6 +31,7 @@ from migplan.planner.solver.background import Background
 from migplan.planner.solver.bundles import place_bundles
 from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.explain import Explainer
+from migplan.planner.solver.gather import gather
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel, node_groups
 from migplan.planner.solver.objective import Score, disruption, score
@@ -50,6 +51,7 @@ SEED = 0
 KEEP = "keep everything"
 SOLVER = SOLVER_METHOD
 BUNDLES = "cp-sat, bundles placed"
+GATHERED = "cp-sat, bundle instances gathered"
 Targets = dict[GpuKey, Layout]
 STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Targets]], ...] = (
     ("greedy (nos)", greedy_targets),
@@ -212,10 +214,9 @@ def plan(
     # for a previous plan as good: re-planning keeps a waiting plan that is still the best.
     mine = (score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved)
     candidates = [*starts.named(PREVIOUS), mine, *starts.ranked]
-    placed = None if per_node else place_bundles(gpus, solved, demand, policy)
-    if placed is not None:
+    if bundles and not per_node and not _reaches(result, mine[0]):
         note("placing pods that need several instances on one node")
-        candidates.append((score(gpus, placed, demand, rebuild=rebuild), BUNDLES, placed))
+        candidates += _repaired(gpus, solved, demand, policy)
     chosen_score, chosen, targets = next(
         c
         for c in sorted(candidates, key=lambda c: c[0], reverse=True)
@@ -254,6 +255,33 @@ def plan(
 
 
 Ranked = list[tuple[Score, str, Targets]]
+
+
+def _reaches(result: StagedResult, scored: Score) -> bool:
+    """Whether `scored` meets the demand the stages proved the most any plan meets (then no
+    repair can meet more, and every later stage was proven too)."""
+    return result.optimal and result.found and scored.weighted_met >= result.bound
+
+
+def _repaired(
+    gpus: Sequence[GpuState],
+    solved: Targets,
+    demand: Sequence[DemandItem],
+    policy: PolicySpec,
+) -> Ranked:
+    """The solver's plan repaired for pods that need several instances on one node, where
+    it counted their instances fleet-wide: stranded instances gathered onto fewer nodes
+    (`gather.py`), and nodes reshaped for bundles still short (`bundles.py`)."""
+    rebuild = policy.whole_gpu_rebuild
+    repairs = (
+        (GATHERED, gather(gpus, solved, demand, policy)),
+        (BUNDLES, place_bundles(gpus, solved, demand, policy)),
+    )
+    return [
+        (score(gpus, targets, demand, rebuild=rebuild), name, targets)
+        for name, targets in repairs
+        if targets is not None
+    ]
 
 
 @dataclass
