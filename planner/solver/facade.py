@@ -134,16 +134,6 @@ def plan(
     )
     explain = Explainer(gpus=gpus, classes=classes, pools=pools, policy=policy)
     note(f"{len(pools.pools)} pools, {pools.option_count()} options; building the model")
-    ranked = _ranked(
-        policy,
-        gpus,
-        demand,
-        _start_plans(
-            gpus,
-            demand,
-            previous=None if previous is None else previous_targets(gpus, previous, policy),
-        ),
-    )
     reserve = _reserve(time_limit, gpus=len(gpus), bundles=bundles)
 
     def run(
@@ -174,6 +164,34 @@ def plan(
 
     demand_pools = for_demand_alone(pools, classes, policy)
     groups = node_groups(classes)
+
+    def full_model() -> PlanningModel:
+        return PlanningModel(
+            classes=classes,
+            pools=pools,
+            demand=demand,
+            policy=policy,
+            per_node=per_node,
+            groups=groups,
+        ).build()
+
+    pm = early = None
+    if demand_pools is None:
+        # No smaller model to search for demand beside the full one (policy none, mostly):
+        # the full model comes first, and GLOP solves the demand stage's LP on the second
+        # core while the starting plans are worked out and scored.
+        pm = full_model()
+        early = _demand_lp(pm, until=deadline - reserve)
+    ranked = _ranked(
+        policy,
+        gpus,
+        demand,
+        _start_plans(
+            gpus,
+            demand,
+            previous=None if previous is None else previous_targets(gpus, previous, policy),
+        ),
+    )
     demand_first = None
     if demand_pools is not None and deadline - reserve - time.monotonic() > 0:
         demand_first = _demand_stage(
@@ -189,9 +207,8 @@ def plan(
             ranked,
             run,
         )
-    pm = PlanningModel(
-        classes=classes, pools=pools, demand=demand, policy=policy, per_node=per_node, groups=groups
-    ).build()
+    if pm is None:
+        pm = full_model()
     starts = _Starts(pm, gpus, demand, ranked)
     start, hint = starts.first_allowed(ranked)
     note(f"starting from {start}; {pm.variable_count()} variables")
@@ -202,25 +219,15 @@ def plan(
         # smaller models would only overrun the limit further (2.6 s at 40,000 GPUs).
         result = StagedResult(values=dict(hint), optimal=False)
     elif demand_first is None:
-        result = run(pm, hint, STAGES)
+        result = run(pm, hint, STAGES, lp=early)
     else:
         solved_on, result = _solve_demand_first(
             pm, *demand_first, starts, run, until=deadline - reserve
         )
     note("placing instances on GPUs")
     solved = map_to_gpus(pm=solved_on, result=result, policy=policy)
-    # Never worse than where it started: the solver's plan against every starting point the
-    # policy allows. Sorting is stable, so on ties the solver's plan (listed first) wins, but
-    # for a previous plan as good: re-planning keeps a waiting plan that is still the best.
-    mine = (score(gpus, solved, demand, rebuild=rebuild), SOLVER, solved)
-    candidates = [*starts.named(PREVIOUS), mine, *starts.ranked]
-    if bundles and not per_node and not _reaches(result, mine[0]):
-        note("placing pods that need several instances on one node")
-        candidates += _repaired(gpus, solved, demand, policy)
-    chosen_score, chosen, targets = next(
-        c
-        for c in sorted(candidates, key=lambda c: c[0], reverse=True)
-        if c[1] == SOLVER or starts.hint(c[1], c[2]) is not None
+    chosen_score, chosen, targets = _choose(
+        starts, solved, result, repair=bundles and not per_node, note=note
     )
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
@@ -255,6 +262,27 @@ def plan(
 
 
 Ranked = list[tuple[Score, str, Targets]]
+
+
+def _choose(
+    starts: _Starts, solved: Targets, result: StagedResult, *, repair: bool, note: Progress
+) -> tuple[Score, str, Targets]:
+    """The plan to return: the solver's (`solved`), repaired where `repair` (bundles counted
+    fleet-wide), or a starting plan, whichever ranks best on the whole objective. Never worse
+    than where it started: every starting point the policy allows competes. Sorting is
+    stable, so on ties the solver's plan (listed first) wins, but for a previous plan as
+    good: re-planning keeps a waiting plan that is still the best."""
+    gpus, demand, policy = starts.gpus, starts.demand, starts.pm.policy
+    mine = (score(gpus, solved, demand, rebuild=policy.whole_gpu_rebuild), SOLVER, solved)
+    candidates = [*starts.named(PREVIOUS), mine, *starts.ranked]
+    if repair and not _reaches(result, mine[0]):
+        note("placing pods that need several instances on one node")
+        candidates += _repaired(gpus, solved, demand, policy)
+    return next(
+        c
+        for c in sorted(candidates, key=lambda c: c[0], reverse=True)
+        if c[1] == SOLVER or starts.hint(c[1], c[2]) is not None
+    )
 
 
 def _reaches(result: StagedResult, scored: Score) -> bool:
@@ -314,6 +342,16 @@ def _reserve(time_limit: float, *, gpus: int, bundles: bool) -> float:
     """Seconds kept back from the stages for placing, assembling and validating the plan."""
     reserve = max(ASSEMBLY_SHARE * time_limit, ASSEMBLY_SECONDS_PER_GPU * gpus)
     return reserve + (BUNDLE_SECONDS_PER_GPU * gpus if bundles else 0.0)
+
+
+def _demand_lp(pm: PlanningModel, *, until: float) -> PendingLp | None:
+    """The demand stage's LP on `pm`, started on a thread of its own (`prune.start_lp`);
+    None where that stage has nothing to choose or no time is left before `until`."""
+    expr = combined(pm, STAGES[0])
+    if isinstance(expr, int):
+        return None
+    pm.model.maximize(expr)
+    return start_lp(pm.model, pm.relaxation, time_limit=PRUNE_SHARE * (until - time.monotonic()))
 
 
 def _demand_stage(
