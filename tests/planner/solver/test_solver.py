@@ -312,3 +312,31 @@ def test_an_unplaceable_bundle_is_explained(gpu, bundle) -> None:
     # Counted node by node, the model proves that no plan hosts the pod.
     assert result.solver.status == "OPTIMAL"
     assert result.solver.bound == 0
+
+
+@pytest.mark.parametrize(("policy", "first"), [(NONE, "demand LP"), (EVICT, "greedy (nos)")])
+def test_without_evictions_the_demand_lp_runs_while_starting_plans_are_made(
+    gpu, want, monkeypatch, policy, first
+) -> None:
+    # Policy none has no smaller demand model to search beside the full one: GLOP solves
+    # the demand stage's LP on the second core while the baselines are worked out.
+    from migplan.planner.solver import facade
+
+    seen: list[str] = []
+    real_lp = facade.start_lp
+
+    def start_lp(*args, **kwargs):
+        seen.append("demand LP")
+        return real_lp(*args, **kwargs)
+
+    def noted(name, make):
+        return lambda gpus, demand: (seen.append(name), make(gpus, demand))[1]
+
+    monkeypatch.setattr(facade, "start_lp", start_lp)
+    monkeypatch.setattr(facade, "STARTS", tuple((n, noted(n, f)) for n, f in facade.STARTS))
+    gpus = [gpu("H100-80GB", "3g.40gb@0", pins={"3g.40gb@0": "ns/a"}), gpu("H100-80GB", index=1)]
+    demand = [want("1g.10gb", 5), want("3g.40gb", 1)]
+    result = solve(gpus, demand, policy)
+    assert seen[0] == first
+    assert result.solver.status == "OPTIMAL"
+    assert [d.met for d in result.demand] == [5, 1]
