@@ -126,6 +126,10 @@ copy_kwok_stages() {
            pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
     cp "$src/$f" "$dest/"
   done
+  # Kubelet-style heartbeats (a Lease renewed, node status posted seldom), for benches of
+  # thousands of nodes: the harness swaps it in for node-heartbeat.yaml when asked.
+  mkdir -p "$dest-lease"
+  cp "$src/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" "$dest-lease/"
 }
 copy_kwok_stages
 
@@ -200,6 +204,7 @@ ln -sf "$cache_root/helm-$HELM_VERSION/bin/helm" "$bin_dir/helm"
 ln -sf "$cache_root/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/servicemonitors.yaml" \
   "$bin_dir/servicemonitor-crd.yaml"
 ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages" "$bin_dir/kwok-stages"
+ln -sfn "$cache_root/kwok-$KWOK_VERSION/stages-lease" "$bin_dir/kwok-stages-lease"
 ln -sf "$cache_root/kueue-$KUEUE_VERSION/bin/kueue" "$bin_dir/kueue"
 ln -sfn "$cache_root/kueue-$KUEUE_VERSION/crds" "$bin_dir/kueue-crds"
 ln -sfn "$gang_crds_dir" "$bin_dir/gang-crds"

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -73,6 +74,28 @@ def build_binaries() -> Path:
             f"{result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ''}"
         )
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+LEASE_SECONDS = 40
+"""A node Lease's duration, as kubelets set it (renewed every quarter of it)."""
+
+STATUS_REPORT_MS = 300_000
+"""How often a kubelet posts an unchanged node status where it renews a Lease (its
+nodeStatusReportFrequency, 5 minutes)."""
+
+
+def _kubelet_status_stage(folder: Path) -> str:
+    """kwok's node-heartbeat-with-lease stage (copied by build.sh from the pinned kwok
+    module) posting the status every 5 minutes, as kubelets do, instead of kwok's 10."""
+    found = sorted(folder.glob("*.yaml"))
+    if not found:
+        raise ControlPlaneError(f"no kwok lease stage in {folder}: run tests/cluster/build.sh")
+    stage = yaml.safe_load(found[0].read_text())
+    stage["spec"]["delay"] = {
+        "durationMilliseconds": STATUS_REPORT_MS,
+        "jitterDurationMilliseconds": STATUS_REPORT_MS + 10_000,
+    }
+    return yaml.safe_dump(stage, sort_keys=False)
 
 
 def _free_port() -> int:
@@ -294,15 +317,21 @@ class ControlPlane:
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="migplan-k8s-")))
     processes: list[_Process] = field(default_factory=list)
     api_port: int = 0
+    heartbeat: str = "status"
+    """How kwok's nodes beat: "status" (kwok's default stage, the node's status posted every
+    20-25 s) or "lease" (as kubelets do: a Lease renewed every 10 s, the status posted every
+    5 minutes), for fleets of thousands of nodes."""
     kubeconfig: Path = field(init=False)
     pki_dir: Path = field(init=False)
     _pki: _Pki | None = field(default=None, init=False, repr=False)
 
     @classmethod
     @contextlib.contextmanager
-    def up(cls, bin_dir: Path | None = None) -> Iterator[ControlPlane]:
+    def up(
+        cls, bin_dir: Path | None = None, *, heartbeat: str = "status"
+    ) -> Iterator[ControlPlane]:
         """Build if needed, start, yield, and always stop."""
-        plane = cls(bin_dir or build_binaries())
+        plane = cls(bin_dir or build_binaries(), heartbeat=heartbeat)
         try:
             plane.start()
             yield plane
@@ -432,6 +461,11 @@ class ControlPlane:
                 f"--node-port={_free_port()}",
                 f"--server-address=127.0.0.1:{_free_port()}",
                 f"--config={self._kwok_config()}",
+                *(
+                    [f"--node-lease-duration-seconds={LEASE_SECONDS}"]
+                    if self.heartbeat == "lease"
+                    else []
+                ),
             ],
             env={"HOME": str(self.run_dir)},
         )
@@ -458,7 +492,11 @@ class ControlPlane:
         documents = [
             "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\n"
             "options:\n  nodePlayStageParallelism: 4\n  podPlayStageParallelism: 4\n"
+            "  nodeLeaseParallelism: 4\n"
         ]
+        if self.heartbeat == "lease":
+            stages = [p for p in stages if p.name != "node-heartbeat.yaml"]
+            documents.append(_kubelet_status_stage(self.bin_dir / "kwok-stages-lease"))
         documents += [path.read_text() for path in stages]
         path = self.run_dir / "kwok.yaml"
         path.write_text("\n---\n".join(documents))

@@ -110,3 +110,33 @@ def test_garbage_collector_removes_dependents(control_plane) -> None:
         lambda: cp.kubectl("get", "configmap", "gc-dependent", check=False).returncode != 0,
         "the garbage collector to delete the dependent",
     )
+
+
+def test_lease_heartbeats_renew_a_lease_and_leave_the_node_status_alone(control_plane) -> None:
+    # The 5,000-node bench's nodes beat as kubelets do (`heartbeat="lease"`): a Lease renewed
+    # every 10 s, the status posted every 5 minutes. With kwok's default stage the node's
+    # status is posted every 20-25 s, so three renewals without a status post tell them apart.
+    from harness import ControlPlane
+
+    with ControlPlane.up(control_plane.bin_dir, heartbeat="lease") as cp:
+        apply(cp, gpu_node("beating", product="NVIDIA-H100-80GB-HBM3"))
+
+        def ready() -> str | None:
+            node = get(cp, "node", "beating")
+            conditions = node.get("status", {}).get("conditions", [])
+            up = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            return node["metadata"]["resourceVersion"] if up else None
+
+        version = wait_for(ready, "the kwok node to be Ready")
+        renewals: set[str] = set()
+
+        def renewed_thrice() -> bool:
+            lease = cp.kubectl(
+                "get", "lease", "beating", "-n", "kube-node-lease", "-o", "json", check=False
+            )
+            if lease.returncode == 0:
+                renewals.add(json.loads(lease.stdout)["spec"]["renewTime"])
+            return len(renewals) >= 4
+
+        wait_for(renewed_thrice, "the node's Lease to be renewed three times", timeout=90)
+        assert ready() == version
