@@ -203,6 +203,7 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
         before, at = api_requests(port), time.monotonic()
         plans_before = metric(port, "migplan_planner_seconds_count")
         seconds_before = metric(port, "migplan_planner_seconds_sum")
+        cpu_before = metric(port, "migplan_planner_cpu_seconds_sum")
         rss: list[float] = []
         while time.monotonic() - at < steady:
             rss.append(rss_mib(proc.pid))
@@ -216,6 +217,9 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
         figures["plans_in_steady"] = plans
         figures["planner_s_mean"] = (
             metric(port, "migplan_planner_seconds_sum") - seconds_before
+        ) / max(1.0, plans)
+        figures["planner_cpu_s_mean"] = (
+            metric(port, "migplan_planner_cpu_seconds_sum") - cpu_before
         ) / max(1.0, plans)
         _progress(f"{mode}: steady stretch done, RSS peak {figures['rss_mib_peak']:.0f} MiB")
         if informers:
@@ -340,6 +344,7 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         "first plan after start, s": lambda r: f"{r['first_plan_s']:.1f}",
         f"{MORE} pods pending -> plan counting them, s": lambda r: f"{r['pending_to_plan_s']:.1f}",
         "planner s per pass (cron, steady)": lambda r: f"{r['planner_s_mean']:.2f}",
+        "of which the planning thread on a core, s": lambda r: f"{r['planner_cpu_s_mean']:.2f}",
         "operator RSS MiB: peak / end": lambda r: (
             f"{r['rss_mib_peak']:.0f} / {r['rss_mib_end']:.0f}"
         ),

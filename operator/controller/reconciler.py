@@ -281,7 +281,7 @@ class PlanController:
                 status={"conditions": merge_conditions(status.get("conditions") or [], [conflict])},
             )
             return
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         try:
             result = plan_status(
                 body=body,
@@ -294,6 +294,7 @@ class PlanController:
             self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))
             return
         metrics.PLANNER_SECONDS.labels(plan=name).observe(time.monotonic() - started)
+        metrics.PLANNER_CPU_SECONDS.labels(plan=name).observe(time.thread_time() - cpu)
         self._warn_skipped(result.skipped)
         new = result.status
         new["plan"] = replacing_plan(status.get("plan"), new["plan"])

@@ -397,3 +397,20 @@ def test_previous_layouts_pass_over_entries_edited_out_of_shape() -> None:
     assert planning.previous_layouts({}) == {}
     assert planning.previous_layouts({"plan": "x"}) == {}
     assert planning.previous_layouts({"plan": {"nodes": ["a"]}}) == {}
+
+
+def test_a_planning_pass_is_timed_in_wall_and_cpu_seconds(cluster: InMemoryCluster) -> None:
+    from prometheus_client import REGISTRY
+
+    def observed(name: str) -> tuple[float, float]:
+        def value(sample: str) -> float:
+            return REGISTRY.get_sample_value(sample, {"plan": "timed"}) or 0.0
+
+        return value(f"{name}_count"), value(f"{name}_sum")
+
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("timed"))
+    plans.spec_changed("timed")
+    wall, cpu = observed("migplan_planner_seconds"), observed("migplan_planner_cpu_seconds")
+    assert wall[0] == cpu[0] == 1
+    assert 0 < cpu[1] <= wall[1] + 0.05
