@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from dra_objects import MIG_CLASS, claim_pod, claim_template
-from nodes import gpu_node
+from nodes import gpu_node, reported
 from operator_proc import running_operator
 from pools import apply
 from waiting import wait_for
@@ -165,6 +165,12 @@ def run_dra(cp, *, nodes: int, mode: str, kubeconfig=None) -> DraRun:
     timeout = 120 + nodes * 3
     try:
         with running_operator(cp, kubeconfig=kubeconfig, tick=1.0):
+            if mode == "static":
+                # The operator gives each node a NodePartition; plan once every simulated
+                # agent reported into it (a plan made before has no GPUs to plan, and the
+                # wave's rebalance could come before the reports: CI saw it once).
+                names = {f"{name}-{i:04d}" for i in range(nodes)}
+                wait_for(lambda: reported(cp) >= names, "every agent to report", timeout=timeout)
             applied = time.monotonic()
             apply(cp, _plan(name, mode))
             wait_for(lambda: _status(cp, name).get("phase") == "Ready", "Ready", timeout=timeout)
