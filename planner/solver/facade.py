@@ -181,7 +181,7 @@ def plan(
         # the full model comes first, and GLOP solves the demand stage's LP on the second
         # core while the starting plans are worked out and scored.
         pm = full_model()
-        early = _demand_lp(pm, until=deadline - reserve)
+        early = _stage_lp(pm, STAGES[0], until=deadline - reserve)
     ranked = _ranked(
         policy,
         gpus,
@@ -344,10 +344,13 @@ def _reserve(time_limit: float, *, gpus: int, bundles: bool) -> float:
     return reserve + (BUNDLE_SECONDS_PER_GPU * gpus if bundles else 0.0)
 
 
-def _demand_lp(pm: PlanningModel, *, until: float) -> PendingLp | None:
-    """The demand stage's LP on `pm`, started on a thread of its own (`prune.start_lp`);
-    None where that stage has nothing to choose or no time is left before `until`."""
-    expr = combined(pm, STAGES[0])
+def _stage_lp(
+    pm: PlanningModel, criteria: tuple[Criterion, ...], *, until: float
+) -> PendingLp | None:
+    """The LP of the stage of `criteria` on `pm`, started on a thread of its own
+    (`prune.start_lp`) to overlap other work; None where that stage has nothing to choose or
+    no time is left before `until`."""
+    expr = combined(pm, criteria)
     if isinstance(expr, int):
         return None
     pm.model.maximize(expr)
@@ -432,13 +435,7 @@ def _solve_demand_first(
     # The evictions stage's LP does not depend on where that stage starts: GLOP solves it on
     # the second core while the small model looks for fewer evictions and its plan is
     # repaired (2,000 fragmented GPUs: 0.2 s of GLOP beside 0.2 s of those).
-    evictions = combined(pm, STAGES[1])
-    early = None
-    if not isinstance(evictions, int):
-        pm.model.maximize(evictions)
-        early = start_lp(
-            pm.model, pm.relaxation, time_limit=PRUNE_SHARE * (until - time.monotonic())
-        )
+    early = _stage_lp(pm, STAGES[1], until=until)
     # Evictions were free there: keep what in-use instances the demand met allows. Fewer
     # evictions on the small model first (every change there evicts all of a GPU's pods), in
     # a short slice of the time: a far better start for the evictions stage where it cannot

@@ -42,7 +42,7 @@ def gather(
     short = [
         n
         for n, item in enumerate(demand)
-        if item.per_pod and allocation.met[n] < item.count and len(set(item.profiles)) == 1
+        if item.per_pod and allocation.met[n] < item.count and len(item.profiles) == 1
     ]
     if not short:
         return None
@@ -51,14 +51,14 @@ def gather(
     for n in sorted(short, key=lambda n: (-demand[n].per_unit, n)):
         item = demand[n]
         spare = spare_instances(demand, supply.available(), supply.bundle_nodes())
-        before = dict(trades.targets)
+        made = len(trades.swaps)
         if not trades.pile_up(item.profile, item.per_unit, spare):
             continue
         found = demand_supply(demand, gpus, trades.targets, rebuild=rebuild)
         if found[1].weighted(demand) > best:
             supply, best, changed = found[0], found[1].weighted(demand), True
         else:
-            trades.targets = before
+            trades.undo(since=made)
     return trades.targets if changed else None
 
 
@@ -75,6 +75,8 @@ class _Trades:
     targets: dict[GpuKey, Layout]
     policy: PolicySpec
     on_node: dict[str, list[GpuState]] = field(default_factory=dict)
+    swaps: list[tuple[GpuKey, GpuKey]] = field(default_factory=list)
+    """The swaps made, in order (a receiver left short has its own undone)."""
 
     def __post_init__(self) -> None:
         for gpu in self.gpus:
@@ -103,7 +105,7 @@ class _Trades:
         donors = sorted(
             (n for n in left if n != receiver and left[n] > 0), key=lambda n: (left[n], n)
         )
-        undo = dict(self.targets)
+        made = len(self.swaps)
         taken: dict[str, int] = {}
         for donor in donors:
             if got := self._trade(profile, donor, receiver, min(need, left[donor])):
@@ -112,7 +114,7 @@ class _Trades:
             if not need:
                 break
         if need:
-            self.targets = undo
+            self.undo(since=made)
             return False
         for donor, got in taken.items():
             left[donor] -= got
@@ -128,12 +130,21 @@ class _Trades:
                 kx, ky = gpu_key(x), gpu_key(y)
                 delta = self._count(kx, profile) - self._count(ky, profile)
                 if 0 < delta <= most - moved and self._tradeable(x, y):
-                    self.targets[kx], self.targets[ky] = self.targets[ky], self.targets[kx]
+                    self._swap(kx, ky)
+                    self.swaps.append((kx, ky))
                     moved += delta
                     break
             if moved == most:
                 break
         return moved
+
+    def undo(self, *, since: int) -> None:
+        """Undo the swaps made after the first `since`, latest first."""
+        while len(self.swaps) > since:
+            self._swap(*self.swaps.pop())
+
+    def _swap(self, kx: GpuKey, ky: GpuKey) -> None:
+        self.targets[kx], self.targets[ky] = self.targets[ky], self.targets[kx]
 
     def _tradeable(self, x: GpuState, y: GpuState) -> bool:
         """Whether `x` and `y` may swap targets: the same model, each keeping the same in-use

@@ -14,6 +14,16 @@ from migplan.planner.validate import validate
 EVICT = PolicySpec(disruption=Disruption.EVICT)
 
 
+def crowded(gpu, want) -> tuple[list, list]:
+    """Three H100s with pods in the way of a 7g.80gb: meeting it takes evictions."""
+    gpus = [
+        gpu("H100-80GB", "3g.40gb@0+2g.20gb@4", node="a", pins={"3g.40gb@0": "ns/a"}),
+        gpu("H100-80GB", "4g.40gb@0", node="b", pins={"4g.40gb@0": "ns/c"}),
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="c", pins={"1g.10gb@1": "ns/b"}),
+    ]
+    return gpus, [want("7g.80gb", 1, priority=3), want("1g.10gb", 4)]
+
+
 def test_a_stage_whose_lp_outlasts_the_deadline_keeps_its_start(
     gpu, want, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -27,12 +37,7 @@ def test_a_stage_whose_lp_outlasts_the_deadline_keeps_its_start(
         return found
 
     monkeypatch.setattr(stages, "lp_duals", slow)
-    gpus = [
-        gpu("H100-80GB", "3g.40gb@0+2g.20gb@4", node="a", pins={"3g.40gb@0": "ns/a"}),
-        gpu("H100-80GB", "4g.40gb@0", node="b", pins={"4g.40gb@0": "ns/c"}),
-        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="c", pins={"1g.10gb@1": "ns/b"}),
-    ]
-    demand = [want("7g.80gb", 1, priority=3), want("1g.10gb", 4)]
+    gpus, demand = crowded(gpu, want)
     result = plan(gpus, demand, EVICT, time_limit=1.0)
     validate(result, gpus, demand, EVICT)
     assert result.solver.status == "FEASIBLE"
@@ -65,12 +70,7 @@ def test_too_late_for_the_evictions_stage_the_demand_stages_plan_stands_unproven
     """After the demand stage, with less time left than the evictions stage needs before it
     can search, the demand stage's plan is returned: as much demand met, not called
     optimal, and no later stage reported as solved."""
-    gpus = [
-        gpu("H100-80GB", "3g.40gb@0+2g.20gb@4", node="a", pins={"3g.40gb@0": "ns/a"}),
-        gpu("H100-80GB", "4g.40gb@0", node="b", pins={"4g.40gb@0": "ns/c"}),
-        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node="c", pins={"1g.10gb@1": "ns/b"}),
-    ]
-    demand = [want("7g.80gb", 1, priority=3), want("1g.10gb", 4)]
+    gpus, demand = crowded(gpu, want)
     in_time = plan(gpus, demand, EVICT, time_limit=10.0)
     assert in_time.solver.status == "OPTIMAL"
     monkeypatch.setattr(facade, "EVICTIONS_PATH_SECONDS_PER_GPU", 1e6)
