@@ -32,6 +32,7 @@ from migplan.planner.demand import (
     is_workload_gang,
 )
 from migplan.planner.diff import operations, removed_instances
+from migplan.planner.fleet import Fleet, fleet_of
 from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import (
     DemandResult,
@@ -111,28 +112,44 @@ def supply_of(
     per_node: bool = False,
 ) -> Supply:
     """What the target layouts supply, given which in-use instances they keep; with
-    `per_node`, also each node's instances nobody keeps (what bundles need)."""
+    `per_node`, also each node's instances nobody keeps (what bundles need). Counted per
+    situation and target (`fleet.py`): pass a `Fleet` where many plans of one fleet are
+    measured."""
+    fleet = fleet_of(gpus)
+    afters = fleet.afters(targets)
     total: Counter[str] = Counter()
     kept: Counter[str] = Counter()
     evicted: Counter[str] = Counter()
-    unkept: dict[str, Counter[str]] = {}
     layouts: Counter[Layout] = Counter()
-    for gpu in gpus:
-        after = targets[gpu_key(gpu)]
-        layouts[after] += 1
-        removed = (
-            gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)[1] if gpu.pins else frozenset()
-        )
-        for instance in gpu.pins:
-            (evicted if instance in removed else kept)[instance.profile] += 1
-        if per_node:
-            node = unkept.setdefault(gpu.node, Counter())
-            node.update(i.profile for i in after.instances)
-            node.subtract(i.profile for i in gpu.pins if i not in removed)
+    for (number, after), gpu_count in fleet.cases(afters).items():
+        layouts[after] += gpu_count
+        case = fleet.situations[number]
+        if not case.pins:
+            continue
+        removed = gpu_change(case.layout, after, case.mig_enabled, rebuild)[1]
+        for instance in case.pins:
+            (evicted if instance in removed else kept)[instance.profile] += gpu_count
     for layout, gpu_count in layouts.items():
         for profile, count in layout.profile_counts().items():
             total[profile] += count * gpu_count
+    unkept = _unkept(fleet, afters, rebuild=rebuild) if per_node else {}
     return Supply(total, kept, evicted, unkept)
+
+
+def _unkept(fleet: Fleet, afters: Sequence[Layout], *, rebuild: bool) -> dict[str, Counter[str]]:
+    """Per node, the instances in the targets `afters` that no kept pod uses."""
+    unkept: dict[str, Counter[str]] = {}
+    for (name, number, after), gpu_count in fleet.node_cases(afters).items():
+        case = fleet.situations[number]
+        node = unkept.setdefault(name, Counter())
+        for instance in after.instances:
+            node[instance.profile] += gpu_count
+        if case.pins:
+            removed = gpu_change(case.layout, after, case.mig_enabled, rebuild)[1]
+            for instance in case.pins:
+                if instance not in removed:
+                    node[instance.profile] -= gpu_count
+    return unkept
 
 
 def demand_supply(

@@ -198,10 +198,19 @@ def pending_demand(spec: DemandSpec, inventory: Inventory) -> list[DemandItem]:
     gangs = {(g.namespace, g.name): g for g in inventory.gangs}
     owners = {gang_key(g): g for g in inventory.gangs}
     pods: dict[tuple[str, tuple[Part, ...]], list[str]] = {}
+    # Tens of thousands of pending pods come from a few namespaces and a few shapes of request.
+    admitted: dict[str, bool] = {}
+    shapes: dict[tuple[object, ...], tuple[Part, ...]] = {}
     for pod in inventory.pending_pods:
-        if not wanted.namespace_selector.matches(_namespace_labels(inventory, pod.namespace)):
+        if pod.namespace not in admitted:
+            labels = _namespace_labels(inventory, pod.namespace)
+            admitted[pod.namespace] = wanted.namespace_selector.matches(labels)
+        if not admitted[pod.namespace]:
             continue
-        parts = pod_parts(pod)
+        shape = (*pod.requests.items(), *((tuple(c.profiles), c.count) for c in pod.claims))
+        parts = shapes.get(shape)
+        if parts is None:
+            parts = shapes[shape] = pod_parts(pod)
         if not parts:
             continue
         key = gang_key(gangs[pod.namespace, pod.gang]) if pod.gang else ""

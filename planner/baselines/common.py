@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.demand import DemandItem, DemandKind
+from migplan.planner.fleet import fleet_of
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import Plan, SolverReport, SolveStatus
 
@@ -27,11 +28,15 @@ def missing_demand(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Co
     An either/or item counts as demand for its first profile, and a bundle as its parts
     fleet-wide: the peers these baselines stand for have neither (the plan's allocation
     still lets any of an item's profiles serve it, and places each bundle pod on one node)."""
+    fleet = fleet_of(gpus)
     total: Counter[str] = Counter()
     used: Counter[str] = Counter()
-    for gpu in gpus:
-        total.update(i.profile for i in gpu.layout.instances)
-        used.update(i.profile for i in gpu.pins)
+    for number, count in Counter(fleet.numbers).items():
+        case = fleet.situations[number]
+        for instance in case.layout.instances:
+            total[instance.profile] += count
+        for instance in case.pins:
+            used[instance.profile] += count
     wanted = _wanted(demand)
     missing: Counter[str] = Counter()
     for profile in set(wanted[DemandKind.TOTAL]) | set(wanted[DemandKind.FREE]):

@@ -266,6 +266,8 @@ def _media(model: GpuModel, instances: list[Instance]) -> list[Violation]:
     return found
 
 
+@functools.lru_cache(maxsize=1 << 15)
 def is_valid(model: GpuModel, layout: Layout) -> bool:
-    """Whether `layout` can exist on a GPU of `model`."""
+    """Whether `layout` can exist on a GPU of `model` (remembered: both are immutable, and a
+    warm start asks it of every GPU's previous layout, 40,000 times at the largest size)."""
     return not check_layout(model, layout)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from migplan.planner.api.inventory import GpuState
+from migplan.planner.fleet import fleet_of
 from migplan.planner.hardware.catalog import GpuModel
 from migplan.planner.hardware.layout import Instance, Layout
 
@@ -69,10 +70,17 @@ def class_key(gpu: GpuState, *, by_node: bool = False) -> ClassKey:
 
 def group_gpus(gpus: Sequence[GpuState], *, by_node: bool = False) -> list[GpuClass]:
     """The classes of `gpus`, sorted by key; GPUs inside sorted by node and index. With
-    `by_node`, a class holds GPUs of one node only."""
+    `by_node`, a class holds GPUs of one node only. Each situation (`fleet.py`) is keyed
+    once, not each GPU (40,000 GPUs are a few thousand situations)."""
+    fleet = fleet_of(gpus)
+    keys: dict[tuple[str, int], ClassKey] = {}
     members: dict[ClassKey, list[GpuState]] = {}
-    for gpu in gpus:
-        members.setdefault(class_key(gpu, by_node=by_node), []).append(gpu)
+    for gpu, number in zip(fleet, fleet.numbers, strict=True):
+        seen = (gpu.node if by_node else "", number)
+        key = keys.get(seen)
+        if key is None:
+            key = keys[seen] = class_key(gpu, by_node=by_node)
+        members.setdefault(key, []).append(gpu)
     classes = []
     for key in sorted(members):
         first = members[key][0]

@@ -24,6 +24,7 @@ from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
 from migplan.planner.demand import DemandItem, demand_weight
+from migplan.planner.fleet import Fleet
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import SOLVER_METHOD, Plan, SolverReport, SolverStage, SolveStatus
 from migplan.planner.solver.assign import map_to_gpus
@@ -118,8 +119,8 @@ def plan(
     same fleet, one more starting point (`previous.py`).
     """
     entered = time.monotonic()
-    started = entered if started is None else started
-    deadline = started + time_limit
+    deadline = (entered if started is None else started) + time_limit
+    gpus = Fleet(gpus)  # scored many times over: each situation counted once (`fleet.py`)
     note = progress or _quiet
     rebuild = policy.whole_gpu_rebuild
     bundles = any(item.per_pod for item in demand)

@@ -51,6 +51,18 @@ def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] |
     return None
 
 
+def _option_supplying(
+    pm: PlanningModel, c: int, target: Layout
+) -> tuple[int, int, int, tuple[int, ...]] | None:
+    """`_option`, and what that option supplies of each of the pools' profiles."""
+    found = _option(pm, c, target)
+    if found is None:
+        return None
+    route, pool, option = found
+    gives = tuple(int(n) for n in pm.pools.pools[pool].supply[option])
+    return route, pool, option, gives
+
+
 def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> dict[int, int] | None:
     """Values of the model's variables (by proto index) for `targets`, or None."""
     values: dict[int, int] = {}
@@ -62,10 +74,12 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
     group_of = {node: g for g, group in enumerate(pm.groups) for node in group.nodes}
     free_on: dict[str, Counter[str]] = {}
     """Per node, the target layouts' instances no kept in-use instance holds."""
-    found_for: dict[tuple[int, Layout], tuple[int, int, int] | None] = {}
+    found_for: dict[tuple[int, Layout], tuple[int, int, int, tuple[int, ...]] | None] = {}
     touched_nodes: set[str] = set()
     supply = Counter[str]()
+    profiles = pm.pools.profiles
     for c, cls in enumerate(pm.classes):
+        current = [i.profile for i in cls.current.instances]
         for gpu in cls.gpus:
             target = targets[gpu_key(gpu)]
             if pm.per_node:
@@ -74,22 +88,22 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
                 free.subtract(i.profile for i in cls.pins if i in target.instances)
             unchanged = target == cls.current if cls.mig_enabled else not target
             if unchanged:
-                supply.update(i.profile for i in cls.current.instances)
+                supply.update(current)
                 continue
             if (c, target) not in found_for:
-                found_for[(c, target)] = _option(pm, c, target)
+                found_for[(c, target)] = _option_supplying(pm, c, target)
             found = found_for[(c, target)]
             if found is None:
                 return None
-            route, pool, option = found
+            route, pool, option, gives = found
             add(pm.changed[c])
             if pm.flow[c][route] is not pm.changed[c]:
                 add(pm.flow[c][route])
             add(pm.take[pool][option])
             add(pm.moved[group_of[gpu.node]][c])
             touched_nodes.add(gpu.node)
-            for k, profile in enumerate(pm.pools.profiles):
-                supply[profile] += int(pm.pools.pools[pool].supply[option, k])
+            for profile, count in zip(profiles, gives, strict=True):
+                supply[profile] += count
     for node in touched_nodes:
         add(pm.touched[group_of[node]])
     if not _within_limits(pm, values, supply, len(touched_nodes)):

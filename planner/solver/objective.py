@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from migplan.planner.api.inventory import GpuState
-from migplan.planner.assemble import GpuKey, demand_supply, gpu_change, gpu_key
+from migplan.planner.assemble import GpuKey, demand_supply, gpu_change
 from migplan.planner.demand import DemandItem
+from migplan.planner.fleet import Case, fleet_of
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.hardware.tables import headroom
 
@@ -39,9 +40,11 @@ def score(
     *,
     rebuild: bool = False,
 ) -> Score:
-    """The criteria of the plan taking every GPU to its layout in `targets`."""
-    _, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
-    return disruption(gpus, targets, weighted_met=allocation.weighted(demand), rebuild=rebuild)
+    """The criteria of the plan taking every GPU to its layout in `targets` (pass a
+    `fleet.Fleet` where many plans of one fleet are scored)."""
+    fleet = fleet_of(gpus)
+    _, allocation = demand_supply(demand, fleet, targets, rebuild=rebuild)
+    return disruption(fleet, targets, weighted_met=allocation.weighted(demand), rebuild=rebuild)
 
 
 def disruption(
@@ -54,19 +57,21 @@ def disruption(
     """The criteria after demand met, which the caller knows (`weighted_met`): what ranks
     plans that meet the same demand, without giving the demand its instances (the costly
     part of `score` where gangs and bundles are packed node by node)."""
+    fleet = fleet_of(gpus)
+    afters = fleet.afters(targets)
     evictions = changed = room = steps = 0
-    nodes: set[str] = set()
-    for gpu in gpus:
-        after = targets[gpu_key(gpu)]
-        room += headroom(gpu.model, after)
-        if after == gpu.layout and gpu.mig_enabled:
+    moved: set[Case] = set()
+    for (number, after), gpu_count in fleet.cases(afters).items():
+        case = fleet.situations[number]
+        room += headroom(case.model, after) * gpu_count
+        if after == case.layout and case.mig_enabled:
             continue
-        ops, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
+        ops, removed = gpu_change(case.layout, after, case.mig_enabled, rebuild)
         if not ops:
             continue
-        evictions += sum(1 + len(gpu.sharers.get(i, ())) for i in gpu.pins if i in removed)
-        evictions += 1 if gpu.whole_gpu_pod else 0
-        changed += 1
-        nodes.add(gpu.node)
-        steps += len(ops)
+        evictions += (case.pods_on(removed) + case.whole_gpu_used) * gpu_count
+        changed += gpu_count
+        steps += len(ops) * gpu_count
+        moved.add((number, after))
+    nodes = fleet.nodes_with(afters, moved)
     return Score(weighted_met, -evictions, -changed, -len(nodes), room, -steps)
