@@ -206,10 +206,16 @@ def assemble_plan(
     `explain(item, met)` gives the reason for an item that is not fully met.
     """
     gpu_plans = []
-    # A fleet repeats a few hundred layouts over thousands of GPUs: each written out once.
+    # A fleet repeats a few hundred layouts over thousands of GPUs: each written out once,
+    # and the in-use instances of each situation ordered and written once.
     text: dict[Layout, str] = {}
-    for gpu in gpus:
+    fleet = fleet_of(gpus)
+    ordered: dict[int, list[tuple[Instance, str]]] = {}
+    for gpu, number in zip(fleet, fleet.numbers, strict=True):
         after = targets[gpu_key(gpu)]
+        pins = ordered.get(number)
+        if pins is None:
+            pins = ordered[number] = [(i, str(i)) for i in sorted(gpu.pins)]
         steps, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
         evict = gpu.holders(removed) if removed else []
         if gpu.whole_gpu_pod and after:
@@ -224,12 +230,12 @@ def assemble_plan(
                 model=gpu.model.model,
                 before=text.get(gpu.layout) or text.setdefault(gpu.layout, str(gpu.layout)),
                 after=text.get(after) or text.setdefault(after, str(after)),
-                in_use={str(i): pod for i, pod in sorted(gpu.pins.items())},
+                in_use={name: gpu.pins[i] for i, name in pins},
                 operations=steps,
                 evict=tuple(evict),
             )
         )
-    _, allocation = demand_supply(demand, gpus, targets, rebuild=rebuild)
+    _, allocation = demand_supply(demand, fleet, targets, rebuild=rebuild)
     gangs = gang_results(demand, allocation.met, explain=explain)
     unmet_gang = {g.name: g.reason for g in gangs if not g.admitted}
     results = tuple(

@@ -220,13 +220,16 @@ def _targets_supply(
     pinned: Counter[str] = Counter()
     nodes: dict[str, Counter[str]] = {}
     evicted: Counter[str] = Counter()
+    profiles: dict[str, list[str]] = {}  # per layout text: a fleet repeats a few hundred
     for gpu, gp in zip(gpus, plan.gpus, strict=True):
-        after = [i.profile for i in Layout.parse(gp.after).instances]
+        after = profiles.get(gp.after)
+        if after is None:
+            after = profiles[gp.after] = [i.profile for i in Layout.parse(gp.after).instances]
         total.update(after)
-        pinned.update(i.profile for i in gpu.pins)
         free = nodes.setdefault(gp.node, Counter())
         free.update(after)
         for instance, pod in gpu.pins.items():
+            pinned[instance.profile] += 1
             if pod in gp.evict:
                 evicted[instance.profile] += 1
             else:

@@ -26,7 +26,7 @@ from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
 from migplan.operator.preflight.screen import screen
 from migplan.operator.skipped import Skipped
-from migplan.planner.api.inventory import GpuState, Inventory
+from migplan.planner.api.inventory import GpuState, Inventory, ResolvedNodes
 from migplan.planner.api.nodepartition import ConditionType
 from migplan.planner.api.spec import GPUPartitionPlan, PlanPhase
 from migplan.planner.export import scale_out as scale_out_text
@@ -38,6 +38,11 @@ from migplan.planner.status import NODES_LISTED
 
 PREFLIGHT_SHOWN = 50
 """Findings kept in status.preflight (the condition counts them all)."""
+
+_RESOLVED: dict[str, ResolvedNodes] = {}
+"""Per GPUPartitionPlan, the nodes its last pass resolved: the caches hand a pass the same
+report objects while a NodePartition is unchanged, so the next pass resolves only the nodes
+that changed (`ResolvedNodes`)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ def _plan_status(
         catalog,
         started=time.monotonic(),
         previous=previous_layouts(body.get("status") or {}),
+        memo=_RESOLVED.setdefault(manifest.metadata.name, ResolvedNodes()),
     )
     plan = outcome.plan
     s = plan.summary

@@ -41,7 +41,14 @@ def test_a_report_read_again_unchanged_gives_the_same_nodes_and_a_changed_one_is
     _gpu_node(cluster, "a", layout="3g.40gb@0+3g.40gb@4")
     _gpu_node(cluster, "b", layout="7g.80gb@0")
     first = read_inventory(cluster)
-    assert read_inventory(cluster).inventory == first.inventory
+    second = read_inventory(cluster)
+    assert second.inventory == first.inventory
+    # The very report objects: a planning pass then resolves none of them again
+    # (`ResolvedNodes`).
+    assert all(
+        x.gpus[0] is y.gpus[0]
+        for x, y in zip(first.inventory.nodes, second.inventory.nodes, strict=True)
+    )
     _report(cluster, "a", layout="7g.80gb@0")
     _report(cluster, "b", layout="3g.40gb@0+9g.80gb@4")  # not an H100 layout
     again = read_inventory(cluster)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from migplan.planner.api.inventory import Inventory, resolve_inventory
+from migplan.planner.api.inventory import Inventory, ResolvedNodes, resolve_inventory
 from migplan.planner.errors import MigplanInputError
 
 
@@ -65,3 +65,41 @@ def test_duplicate_index_and_bad_pending_resource(catalog) -> None:
         resolve(
             catalog, [], [{"namespace": "a", "name": "p", "requests": {"nvidia.com/mig-1g": 1}}]
         )
+
+
+def _fleet(a_layout: str) -> dict:
+    return {
+        "nodes": [
+            {"name": "a", "gpus": [{"index": 0, "model": "H100-80GB", "layout": a_layout}]},
+            {"name": "b", "gpus": [{"index": 0, "model": "H100-80GB", "layout": "7g.80gb@0"}]},
+        ]
+    }
+
+
+def test_a_pass_reuses_only_the_nodes_whose_reports_are_the_same_objects(catalog) -> None:
+    memo = ResolvedNodes()
+    inventory = Inventory.model_validate(_fleet("3g.40gb@0+3g.40gb@4"))
+    first = resolve_inventory(inventory, catalog, memo=memo)
+    again = resolve_inventory(inventory, catalog, memo=memo)
+    assert all(x is y for x, y in zip(first, again, strict=True))
+    # Node a reported anew (another layout), node b's report kept as it was.
+    changed = inventory.model_copy(
+        update={
+            "nodes": (Inventory.model_validate(_fleet("7g.80gb@0")).nodes[0], inventory.nodes[1])
+        }
+    )
+    later = resolve_inventory(changed, catalog, memo=memo)
+    assert [str(s.layout) for s in later] == ["7g.80gb@0", "7g.80gb@0"]
+    assert later[1] is first[1]
+    assert later[0] is not first[0]
+    # Equal but read afresh: resolved again, to the same states.
+    read_again = Inventory.model_validate(_fleet("7g.80gb@0"))
+    fresh = resolve_inventory(read_again, catalog, memo=memo)
+    assert fresh == later
+    assert fresh[1] is not first[1]
+    # A node gone is forgotten; a bad report is refused even after a good one was kept.
+    assert memo.lookup(read_again.nodes[1], catalog) is not None
+    resolve_inventory(read_again.model_copy(update={"nodes": ()}), catalog, memo=memo)
+    assert memo.lookup(read_again.nodes[1], catalog) is None
+    with pytest.raises(MigplanInputError, match="node a gpu 0"):
+        resolve_inventory(Inventory.model_validate(_fleet("9g.80gb@0")), catalog, memo=memo)
