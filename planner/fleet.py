@@ -5,7 +5,8 @@ situation (model, current layout, MIG state, the instances in use and how many p
 them) and its target layout. A fleet of 40,000 GPUs is a few thousand situations and a plan
 sends most GPUs of one situation to a few layouts, so `assemble.supply_of` and
 `objective.disruption` count each (situation, target) pair once, times its GPUs, instead of
-walking every GPU: scoring the six starting plans of 40,000 GPUs took about 1 s that way.
+walking every GPU (the five starting plans of a 40,000-GPU fleet with a previous plan: scored
+in 0.28 s, 0.62 s GPU by GPU).
 """
 
 from __future__ import annotations

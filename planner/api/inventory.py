@@ -320,7 +320,7 @@ def _check_gangs(inventory: Inventory) -> None:
 class ResolvedNodes:
     """Nodes' GPUs as resolved by one planning pass, for the next: a node whose GPUs are the
     very objects the last pass resolved (the operator keeps an agent's report while its
-    NodePartition's resourceVersion stays) is not resolved again (40,000 GPUs: 0.25 s a
+    NodePartition's resourceVersion stays) is not resolved again (40,000 GPUs: 0.22 s a
     pass). Keyed by identity, so a changed report is always resolved anew."""
 
     def __init__(self) -> None:

@@ -79,11 +79,11 @@ def best_layouts(
     supply and headroom, the fewest operations from the class's current layout."""
     model = cls.model
     table, allowed = class_space(cls, policy=policy, profiles=profiles)
-    current = mask_of(model, cls.current.instances)
+    current = mask_of(model, cls.layout.instances)
     rows = np.flatnonzero(rows_within(table, keep=mask_of(model, pool.key.kept), allowed=allowed))
     supply = table.supply(tuple(profiles))[rows]
     if policy.whole_gpu_rebuild:
-        ops = 2 * (len(cls.current) + table.sizes[rows])
+        ops = 2 * (len(cls.layout) + table.sizes[rows])
     else:
         ops = 2 * np.bitwise_count(table.masks[rows] ^ np.uint64(current)).astype(np.int64)
     if not cls.mig_enabled:
@@ -137,7 +137,7 @@ def map_to_gpus(
     moved = [{c: result.value(v) for c, v in group.items()} for group in pm.moved]
     touched = [result.value(v) for v in pm.touched]
     changing = changed_gpus(classes, pm.groups, moved, touched)
-    targets: dict[GpuKey, Layout] = {gpu_key(g): cls.current for cls in classes for g in cls.gpus}
+    targets: dict[GpuKey, Layout] = {gpu_key(g): cls.layout for cls in classes for g in cls.gpus}
     # GPUs of each pool, per (class, route): who flows in.
     inflow: dict[int, list[tuple[int, list[GpuState]]]] = {}
     for c, routes in enumerate(pools.routes):

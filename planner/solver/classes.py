@@ -7,13 +7,11 @@ the same MIG state differ only in where they sit; node-level costs are handled s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from migplan.planner.api.inventory import GpuState
-from migplan.planner.fleet import fleet_of
-from migplan.planner.hardware.catalog import GpuModel
-from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.fleet import Situation, fleet_of
 
 
 @dataclass(frozen=True, order=True)
@@ -31,23 +29,12 @@ class ClassKey:
     """The node, where classes are per node (the model counts supply per node); else empty."""
 
 
-@dataclass(frozen=True)
-class GpuClass:
-    """GPUs that the planner may treat as one pool."""
+@dataclass(frozen=True, kw_only=True)
+class GpuClass(Situation):
+    """GPUs that the planner may treat as one pool: a situation (`fleet.py`) and its GPUs."""
 
     key: ClassKey
-    model: GpuModel
-    current: Layout
-    pins: frozenset[Instance]
-    mig_enabled: bool
-    whole_gpu_used: bool
     gpus: tuple[GpuState, ...]
-    sharers: Mapping[Instance, int] = field(default_factory=dict)
-    """Pods besides the first on an in-use instance (a shared ResourceClaim)."""
-
-    def pods_on(self, instances: Iterable[Instance]) -> int:
-        """Pods using `instances` on one GPU of the class: what dropping them evicts."""
-        return sum(1 + self.sharers.get(i, 0) for i in instances if i in self.pins)
 
     @property
     def size(self) -> int:
@@ -75,25 +62,19 @@ def group_gpus(gpus: Sequence[GpuState], *, by_node: bool = False) -> list[GpuCl
     fleet = fleet_of(gpus)
     keys: dict[tuple[str, int], ClassKey] = {}
     members: dict[ClassKey, list[GpuState]] = {}
+    first: dict[ClassKey, Situation] = {}
     for gpu, number in zip(fleet, fleet.numbers, strict=True):
         seen = (gpu.node if by_node else "", number)
         key = keys.get(seen)
         if key is None:
             key = keys[seen] = class_key(gpu, by_node=by_node)
+            first.setdefault(key, fleet.situations[number])
         members.setdefault(key, []).append(gpu)
-    classes = []
-    for key in sorted(members):
-        first = members[key][0]
-        classes.append(
-            GpuClass(
-                key=key,
-                model=first.model,
-                current=first.layout,
-                pins=frozenset(first.pins),
-                mig_enabled=first.mig_enabled,
-                whole_gpu_used=first.whole_gpu_pod is not None,
-                gpus=tuple(sorted(members[key], key=lambda g: (g.node, g.index))),
-                sharers={i: len(pods) for i, pods in first.sharers.items()},
-            )
+    return [
+        GpuClass(
+            **vars(first[key]),
+            key=key,
+            gpus=tuple(sorted(members[key], key=lambda g: (g.node, g.index))),
         )
-    return classes
+        for key in sorted(members)
+    ]

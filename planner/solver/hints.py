@@ -27,8 +27,11 @@ from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.pools import class_space, supply_of_layout
 
 
-def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] | None:
-    """(route, pool, option) through which GPUs of class c reach `target`, if any."""
+def _option(
+    pm: PlanningModel, c: int, target: Layout
+) -> tuple[int, int, int, tuple[int, ...]] | None:
+    """(route, pool, option) through which GPUs of class c reach `target`, if any, and what
+    that option supplies of each of the pools' profiles."""
     cls = pm.classes[c]
     kept = frozenset(target.instances) & cls.pins
     for r, route in enumerate(pm.pools.routes[c]):
@@ -47,20 +50,9 @@ def _option(pm: PlanningModel, c: int, target: Layout) -> tuple[int, int, int] |
         fits = (pool.supply >= wanted).all(axis=1) & (pool.headroom >= headroom(cls.model, inside))
         found = np.flatnonzero(fits)
         if len(found):
-            return r, route.pool, int(found[0])
+            option = int(found[0])
+            return r, route.pool, option, tuple(int(n) for n in pool.supply[option])
     return None
-
-
-def _option_supplying(
-    pm: PlanningModel, c: int, target: Layout
-) -> tuple[int, int, int, tuple[int, ...]] | None:
-    """`_option`, and what that option supplies of each of the pools' profiles."""
-    found = _option(pm, c, target)
-    if found is None:
-        return None
-    route, pool, option = found
-    gives = tuple(int(n) for n in pm.pools.pools[pool].supply[option])
-    return route, pool, option, gives
 
 
 def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> dict[int, int] | None:
@@ -79,19 +71,19 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
     supply = Counter[str]()
     profiles = pm.pools.profiles
     for c, cls in enumerate(pm.classes):
-        current = [i.profile for i in cls.current.instances]
+        current = [i.profile for i in cls.layout.instances]
         for gpu in cls.gpus:
             target = targets[gpu_key(gpu)]
             if pm.per_node:
                 free = free_on.setdefault(gpu.node, Counter())
                 free.update(i.profile for i in target.instances)
                 free.subtract(i.profile for i in cls.pins if i in target.instances)
-            unchanged = target == cls.current if cls.mig_enabled else not target
+            unchanged = target == cls.layout if cls.mig_enabled else not target
             if unchanged:
                 supply.update(current)
                 continue
             if (c, target) not in found_for:
-                found_for[(c, target)] = _option_supplying(pm, c, target)
+                found_for[(c, target)] = _option(pm, c, target)
             found = found_for[(c, target)]
             if found is None:
                 return None

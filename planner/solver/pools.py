@@ -134,8 +134,8 @@ def class_space(
     policy lets it create), as a table and the mask of instances allowed in it."""
     model = cls.model
     new = allowed_new_profiles(model, policy) & set(profiles)
-    table = layout_table(model, frozenset(new | {i.profile for i in cls.current.instances}))
-    return table, profile_mask(model, new) | mask_of(model, cls.current.instances)
+    table = layout_table(model, frozenset(new | {i.profile for i in cls.layout.instances}))
+    return table, profile_mask(model, new) | mask_of(model, cls.layout.instances)
 
 
 def pareto_rows(values: IntArray) -> IntArray:
@@ -177,12 +177,12 @@ def _routes(
     if cls.whole_gpu_used:
         return [(PoolKey(model, (), ()), 1)] if may_evict else []
     pins = tuple(sorted(cls.pins))
-    free = [i for i in cls.current.instances if i not in cls.pins]
+    free = [i for i in cls.layout.instances if i not in cls.pins]
     if policy.whole_gpu_rebuild:
         # Every instance is destroyed and made again, so every pod on the GPU is evicted.
         if pins and not may_evict:
             return []
-        recreatable = tuple(i for i in cls.current.instances if i.profile in relevant - new)
+        recreatable = tuple(i for i in cls.layout.instances if i.profile in relevant - new)
         return [(PoolKey(model, (), recreatable), cls.pods_on(pins))]
     # Free instances of other profiles add no supply: targets need not keep them.
     may_keep = tuple(i for i in free if i.profile in relevant - new)
@@ -221,8 +221,8 @@ def build_pools(
                 result.pools.append(replace(options[shared, new], key=key))
             routes.append(Route(pool=index[key], evictions=evictions))
         result.routes.append(routes)
-        result.keep_supply.append(supply_of_layout(cls.current, result.profiles))
-        result.keep_headroom.append(headroom(cls.model, cls.current))
+        result.keep_supply.append(supply_of_layout(cls.layout, result.profiles))
+        result.keep_headroom.append(headroom(cls.model, cls.layout))
     return result
 
 
