@@ -2,3 +2,7 @@
 
 Nothing in this package talks to Kubernetes or NVML (an import-linter contract enforces it).
 """
+
+from migplan.planner.cp_sat_import import import_cp_model
+
+import_cp_model()
