@@ -135,8 +135,6 @@ class _Unusual(Exception):
 
 _NO_KEY = object()
 """In the event reader: the open mapping waits for a key, not for a key's value."""
-_STARTS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
-_ENDS = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
 def _documents_from_events(text: str) -> list[Any] | None:
@@ -160,39 +158,48 @@ class _EventReader:
 
     def __init__(self, loader: SafeLoader) -> None:
         self.loader = loader
-        self.scalars: dict[tuple[str, str], Any] = {}
+        self.scalars: dict[tuple[str, tuple[bool, bool]], Any] = {}
         self.documents: list[Any] = []
         # Each open collection: [container, its key waiting for a value or _NO_KEY, keys seen].
         self.stack: list[list[Any]] = []
 
     def read(self) -> list[Any]:
+        get_event = self.loader.get_event
         while True:
-            event = self.loader.get_event()
-            if isinstance(event, yaml.StreamEndEvent):
-                return [doc for doc in self.documents if doc is not None]
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise _Unusual
-            if isinstance(event, yaml.ScalarEvent):
-                self.add(self.scalar(event), event)
-            elif isinstance(event, _STARTS):
-                if event.tag is not None or len(self.stack) >= MAX_FAST_DEPTH:
+            event = get_event()
+            kind = type(event)
+            if kind is yaml.ScalarEvent:
+                if event.anchor is not None:
                     raise _Unusual
-                mapping = isinstance(event, yaml.MappingStartEvent)
-                self.stack.append([{} if mapping else [], _NO_KEY, set()])
-            elif isinstance(event, _ENDS):
+                self.add(self.scalar(event), event)
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
                 self.add(self.stack.pop()[0], event)
+            elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                if event.anchor is not None or event.tag is not None:
+                    raise _Unusual
+                if len(self.stack) >= MAX_FAST_DEPTH:
+                    raise _Unusual
+                mapping = kind is yaml.MappingStartEvent
+                self.stack.append([{} if mapping else [], _NO_KEY, set()])
+            elif kind is yaml.AliasEvent:
+                raise _Unusual
+            elif kind is yaml.StreamEndEvent:
+                return [doc for doc in self.documents if doc is not None]
 
     def scalar(self, event: yaml.ScalarEvent) -> Any:
-        if event.tag not in (None, "!"):
+        """The value of a scalar; resolving a tag depends only on the text and whether it was
+        plain, so each (text, plain) is resolved and constructed once."""
+        if event.tag is not None and event.tag != "!":
             raise _Unusual
-        tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
-        if tag == _MERGE:
-            raise _Unusual
-        key = (tag, event.value)
-        if key not in self.scalars:
+        key = (event.value, event.implicit)
+        value = self.scalars.get(key, _NO_KEY)
+        if value is _NO_KEY:
+            tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+            if tag == _MERGE:
+                raise _Unusual
             node = yaml.ScalarNode(tag, event.value)
-            self.scalars[key] = self.loader.construct_object(node, deep=True)
-        return self.scalars[key]
+            value = self.scalars[key] = self.loader.construct_object(node, deep=True)
+        return value
 
     def add(self, value: Any, event: yaml.Event) -> None:
         if not self.stack:

@@ -45,7 +45,11 @@ def mask_of(model: GpuModel, instances: Iterable[Instance]) -> int:
 
 def profile_mask(model: GpuModel, profiles: Iterable[str]) -> int:
     """The mask of every placement of `profiles` (names the model lacks are ignored)."""
-    wanted = set(profiles)
+    return _profile_mask(model, frozenset(profiles))
+
+
+@lru_cache(maxsize=1024)
+def _profile_mask(model: GpuModel, wanted: frozenset[str]) -> int:
     return mask_of(model, (i for i in instance_bits(model) if i.profile in wanted))
 
 

