@@ -146,7 +146,7 @@ def pareto_rows(values: IntArray) -> IntArray:
     rows = np.sort(first)
     unique = values[rows]
     # Rows are distinct now: one at least as good as another everywhere is better somewhere.
-    at_least = (unique[:, None, :] >= unique[None, :, :]).all(axis=-1)
+    at_least = np.asarray((unique[:, None, :] >= unique[None, :, :]).all(axis=-1))
     np.fill_diagonal(at_least, val=False)
     return np.asarray(rows[~at_least.any(axis=0)])
 
