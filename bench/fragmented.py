@@ -143,6 +143,16 @@ def family(quick: bool, largest: bool = False) -> list[Scenario]:
     return cases
 
 
+ANY_VERSION = (
+    "import sys; import migplan.operator.cli as cli; "
+    "main = getattr(cli, 'main', None) "
+    "or __import__('migplan.operator.cli.app', fromlist=['main']).main; "
+    "sys.argv[0] = 'migplan'; sys.exit(main())"
+)
+"""The `migplan` script of any version: its entry point (migplan.operator.cli:main since
+2026-11-27, migplan.operator.cli.app:main before)."""
+
+
 def run_cli(
     plan: Path,
     inventory: Path,
@@ -152,9 +162,15 @@ def run_cli(
 ) -> tuple[dict[str, object], float, float]:
     """The preview as a child process (from the plan in `previous`, if given): its JSON
     plan, wall seconds and peak RSS in MiB."""
-    migplan = Path(sys.executable).with_name("migplan")
+    # With another version first on PYTHONPATH (--cli-pythonpath), the installed script may
+    # name an entry point that version lacks: start whichever one it has.
+    command = (
+        [sys.executable, "-c", ANY_VERSION]
+        if "PYTHONPATH" in env
+        else [str(Path(sys.executable).with_name("migplan"))]
+    )
     out_path, err_path = workdir / "plan.json", workdir / "stderr.txt"
-    argv = [str(migplan), "preview", str(plan), "--cluster", str(inventory), "-o", "json"]
+    argv = [*command, "preview", str(plan), "--cluster", str(inventory), "-o", "json"]
     if previous is not None:
         argv += ["--previous", str(previous)]
     with out_path.open("wb") as out, err_path.open("wb") as err:
