@@ -100,7 +100,7 @@ def _supply(table: LayoutTable, profiles: tuple[str, ...]) -> IntArray:
 
 @lru_cache(maxsize=1024)
 def layout_table(model: GpuModel, names: frozenset[str]) -> LayoutTable:
-    """Every valid layout of `model` using only `names` (the empty layout first), in
+    """Every valid layout of `model` using only `names` (the empty layout last), in
     enumeration order: the rows of the model's whole table that use no other profile. (The
     enumeration walks slots in order and tries a slot's placements in catalog order, so a
     subset's layouts come out in the order they have among all; filtering the whole table

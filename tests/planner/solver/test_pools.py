@@ -44,3 +44,7 @@ def test_pareto_rows_keep_exactly_the_undominated_first_rows(values: list[list[i
 @given(values=_tables(2**40))
 def test_columns_too_wide_for_one_key_give_the_same_rows(values: list[list[int]]) -> None:
     assert pareto_rows(np.array(values, dtype=np.int64)).tolist() == _by_definition(values)
+
+
+def test_no_rows_keep_no_rows() -> None:
+    assert pareto_rows(np.zeros((0, 3), dtype=np.int64)).tolist() == []
