@@ -7,7 +7,7 @@ in `handlers.py` call `plan_status` and write what it returns.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,32 @@ from migplan.planner.status import NODES_LISTED
 PREFLIGHT_SHOWN = 50
 """Findings kept in status.preflight (the condition counts them all)."""
 
-_RESOLVED: dict[str, ResolvedNodes] = {}
-"""Per GPUPartitionPlan, the nodes its last pass resolved: the caches hand a pass the same
-report objects while a NodePartition is unchanged, so the next pass resolves only the nodes
-that changed (`ResolvedNodes`)."""
+
+class ResolvedByPlan:
+    """Per GPUPartitionPlan, the nodes its last pass resolved: the caches hand a pass the same
+    report objects while a NodePartition is unchanged, so the next pass resolves only the
+    nodes that changed (`ResolvedNodes`). Each holds a fleet's GPUs (tens of MiB at 40,000),
+    so a deleted plan's goes with it (`retain`)."""
+
+    def __init__(self) -> None:
+        self._by_plan: dict[str, ResolvedNodes] = {}
+
+    def of(self, plan: str) -> ResolvedNodes:
+        """The plan's resolved nodes (empty before its first pass)."""
+        return self._by_plan.setdefault(plan, ResolvedNodes())
+
+    def retain(self, plans: Collection[str]) -> None:
+        """Forget the plans not in `plans` (the plans that exist). A pass in flight for one
+        keeps its own reference and finishes."""
+        for plan in list(self._by_plan):  # a snapshot: passes on threads may add plans
+            if plan not in plans:
+                self._by_plan.pop(plan, None)
+
+    def __contains__(self, plan: object) -> bool:
+        return plan in self._by_plan
+
+
+RESOLVED = ResolvedByPlan()
 
 
 @dataclass(frozen=True)
@@ -135,7 +157,7 @@ def _plan_status(
         catalog,
         started=time.monotonic(),
         previous=previous_layouts(body.get("status") or {}),
-        memo=_RESOLVED.setdefault(manifest.metadata.name, ResolvedNodes()),
+        memo=RESOLVED.of(manifest.metadata.name),
     )
     plan = outcome.plan
     s = plan.summary

@@ -18,6 +18,7 @@ import structlog
 from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
+from migplan.operator.controller.planning import RESOLVED
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
@@ -82,8 +83,9 @@ class PlanTicker:
 
     def tick_all(self) -> None:
         """One round: every plan this operator acts on once, then nodes cordoned by plans
-        that no longer exist (anyone's: another operator's plan still holds its nodes);
-        the invariants' gauges refreshed from what the round read."""
+        that no longer exist (anyone's: another operator's plan still holds its nodes) and
+        what passes kept for them; the invariants' gauges refreshed from what the round
+        read."""
         api = self.controller.api
         plans = api.plans.list_plans()
         names = {str(p["metadata"]["name"]) for p in plans}
@@ -109,6 +111,7 @@ class PlanTicker:
                 for node in (n for n, o in cordoned.items() if o == owner):
                     self.cordons.forget(node)  # released, or already gone
         self._remove_orphan_taint_rules(names)
+        RESOLVED.retain(names)
         self.controller.kueue.activate(plans=names)
         metrics.set_invariants(
             rollout_invariants(

@@ -9,6 +9,7 @@ from prometheus_client import REGISTRY
 
 from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
+from migplan.operator.controller.planning import RESOLVED
 from migplan.operator.controller.reconciler import rollout_summary
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.selection import PlanSelector
@@ -128,3 +129,19 @@ def test_an_operator_with_a_selector_ticks_its_plans_and_leaves_the_others_nodes
     # Kueue check naming it stays active
     assert cordons.cordoned() == {"node-b": "theirs"}
     assert fake.activated == {"ours", "theirs"}
+
+
+def test_a_round_forgets_what_passes_kept_for_deleted_plans() -> None:
+    plans = [{"metadata": {"name": "kept"}, "status": {}}]
+    kept = RESOLVED.of("kept")
+    RESOLVED.of("deleted")
+    cordons = CordonIndex()
+    cordons.saw(name="node-a", annotations={}, owner_key=CORDONED_BY)  # none cordoned
+    ticker = PlanTicker(
+        controller=_Recorder(plans),  # type: ignore[arg-type]
+        interval=1,
+        cordons=cordons,
+    )
+    ticker.tick_all()
+    assert "deleted" not in RESOLVED
+    assert RESOLVED.of("kept") is kept
