@@ -15,7 +15,8 @@ from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines.common import heuristic_plan, missing_demand, priority_of
 from migplan.planner.demand import DemandItem
 from migplan.planner.hardware.catalog import GpuModel
-from migplan.planner.hardware.layout import Instance, Layout, is_valid
+from migplan.planner.hardware.layout import Instance, Layout
+from migplan.planner.hardware.tables import valid_layout
 from migplan.planner.plan import Plan
 
 
@@ -26,7 +27,7 @@ def _placed(model: GpuModel, layout: Layout, profile: str) -> Layout | None:
     2,000 fragmented GPUs)."""
     for start in model.profile(profile).starts:
         candidate = layout.with_instance(Instance(start, profile))
-        if is_valid(model, candidate):
+        if valid_layout(model, candidate):
             return candidate
     return None
 

@@ -144,6 +144,26 @@ def _whole_table(model: GpuModel) -> LayoutTable:
     )
 
 
+def valid_layout(model: GpuModel, layout: Layout) -> bool:
+    """Whether `layout` can exist on a GPU of `model`: whether it is one of the layouts the
+    enumeration finds (every valid one, each once), by its mask. The same answer as
+    `check_layout` finding nothing, as a set lookup: first-fit asks it of 1,400 new layouts
+    on a three-model 2,000-GPU fleet."""
+    bits = instance_bits(model)
+    mask = 0
+    for instance in layout.instances:
+        bit = bits.get(instance)
+        if bit is None or mask >> bit & 1:  # no such placement, or one instance twice
+            return False
+        mask |= 1 << bit
+    return mask in _valid_masks(model)
+
+
+@lru_cache(maxsize=64)
+def _valid_masks(model: GpuModel) -> frozenset[int]:
+    return frozenset(int(mask) for mask in _whole_table(model).masks)
+
+
 def rows_within(table: LayoutTable, *, keep: int, allowed: int) -> npt.NDArray[np.bool_]:
     """Rows whose layout holds every instance of mask `keep` and only instances of `allowed`."""
     keep_mask = np.uint64(keep)
