@@ -135,6 +135,8 @@ class _Unusual(Exception):
 
 _NO_KEY = object()
 """In the event reader: the open mapping waits for a key, not for a key's value."""
+_UNSEEN = object()
+"""In the event reader: a scalar text not resolved yet."""
 
 
 def _documents_from_events(text: str) -> list[Any] | None:
@@ -192,8 +194,8 @@ class _EventReader:
         if event.tag is not None and event.tag != "!":
             raise _Unusual
         key = (event.value, event.implicit)
-        value = self.scalars.get(key, _NO_KEY)
-        if value is _NO_KEY:
+        value = self.scalars.get(key, _UNSEEN)
+        if value is _UNSEEN:
             tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
             if tag == _MERGE:
                 raise _Unusual

@@ -60,4 +60,3 @@ def test_anchors_tags_and_merge_keys_are_left_to_the_full_loader(tmp_path) -> No
 def test_a_scalar_anchor_or_a_tagged_sequence_goes_to_the_full_loader() -> None:
     assert _documents_from_events("a: &x 1\nb: 2\n") is None
     assert _documents_from_events("a: !!seq [1]\n") is None
-    assert full("a: &x 1\nb: *x\n") == [{"a": 1, "b": 1}]
