@@ -14,6 +14,7 @@ The pass, all inside one time limit:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -144,15 +145,17 @@ def plan(
         before: StagedResult | None = None,
         *,
         share: float = 1.0,
+        at_most: float = math.inf,
         continued: bool = False,
         lp: PendingLp | None = None,
     ) -> StagedResult:
-        """Solve `stages`, taking at most `share` of the time left to the solver."""
+        """Solve `stages`, taking at most `share` of the time left to the solver and at
+        most `at_most` seconds."""
         now = time.monotonic()
         return solve_stages(
             model,
             hint=start_from,
-            deadline=now + share * max(0.0, deadline - reserve - now),
+            deadline=now + min(at_most, share * max(0.0, deadline - reserve - now)),
             workers=workers,
             interleave=deterministic,
             seed=SEED,
@@ -397,6 +400,13 @@ def _ranked(
 SMALL_EVICTIONS_SHARE = 0.25
 """Of the time left after the demand stage, the most the evictions stage on the small model
 (a starting point for the real one) may take."""
+SMALL_EVICTIONS_PER_DEMAND_SECOND = 3.0
+"""Nor more than this many times what the demand stage took on the same model, plus
+`SMALL_EVICTIONS_SLACK` seconds. Where that stage pays, it is proven in about as long as the
+demand stage (0.97-1.3 times on the bench's 8,000-GPU evicting fleets, 0.85 on 50 nodes with
+multi-instance pods); on 50 nodes with gangs it found nothing better than its start in 1.5 s
+(its demand stage: 0.15 s), while the whole model's own search reached the optimum anyway."""
+SMALL_EVICTIONS_SLACK = 0.1
 
 
 def _solve_demand_first(
@@ -441,7 +451,14 @@ def _solve_demand_first(
     # evictions on the small model first (every change there evicts all of a GPU's pods), in
     # a short slice of the time: a far better start for the evictions stage where it cannot
     # finish (8,000 fragmented GPUs, over-demand: 1,195 evictions instead of 4,931).
-    fewer = run(small, first.values, STAGES[1:2], share=SMALL_EVICTIONS_SHARE)
+    fewer = run(
+        small,
+        first.values,
+        STAGES[1:2],
+        share=SMALL_EVICTIONS_SHARE,
+        at_most=SMALL_EVICTIONS_SLACK
+        + SMALL_EVICTIONS_PER_DEMAND_SECOND * sum(s.seconds for s in first.stages),
+    )
     # Only the small model's best plan is repaired: it meets the same demand with fewer
     # evictions there, and repaired it evicted 1.2-4x fewer pods than the demand stage's plan
     # repaired on every evicting benchmark fleet. The hint is the allowed plan evicting

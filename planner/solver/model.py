@@ -92,6 +92,8 @@ class PlanningModel:
     changed: list[cp_model.IntVar | None] = field(default_factory=list)
     flow: list[list[cp_model.IntVar]] = field(default_factory=list)
     take: list[list[cp_model.IntVar]] = field(default_factory=list)
+    unrouted: set[int] = field(default_factory=set)
+    """Pools no route leads into: their `take` is the constant 0."""
     met: list[cp_model.IntVar] = field(default_factory=list)
     serve: list[dict[str, cp_model.IntVar]] = field(default_factory=list)
     """Per demand item: instances of each of its profiles that serve it (the met variable
@@ -155,7 +157,16 @@ class PlanningModel:
             for route, f in zip(routes, self.flow[c], strict=True):
                 inflow[route.pool].append(f)
                 capacity[route.pool] += self.classes[c].size
+        zero: cp_model.IntVar | None = None
         for p, pool in enumerate(self.pools.pools):
+            if not capacity[p]:
+                # No route leads here (`pools.for_demand_alone`): every option is the one
+                # constant 0, not a variable of its own (50 evicting nodes' demand model: 36,987
+                # variables -> 5,629).
+                zero = self.model.new_constant(0) if zero is None else zero
+                self.take.append([zero] * len(pool))
+                self.unrouted.add(p)
+                continue
             row = [
                 self.model.new_int_var(0, capacity[p], f"take_{p}_{o}") for o in range(len(pool))
             ]

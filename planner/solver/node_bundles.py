@@ -14,7 +14,10 @@ instances, in the model itself.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from migplan.planner.solver.linear import Expr
 from migplan.planner.solver.linear import linear_sum as _sum
@@ -23,25 +26,44 @@ if TYPE_CHECKING:
     from migplan.planner.solver.model import PlanningModel
 
 
-def node_free(pm: PlanningModel, node: str, profile: str) -> Expr:
-    """Instances of `profile` on `node` that no kept in-use instance holds."""
-    k = pm.pools.profiles.index(profile)
-    constant = 0
-    terms: list[tuple[Expr, int]] = []
+def node_free(pm: PlanningModel, nodes: Collection[str]) -> dict[tuple[str, str], Expr]:
+    """Per (node, profile) of `nodes`: instances of the profile on the node that no kept
+    in-use instance holds. Classes and pools are walked once, by node (walking them all for
+    each pair took 0.14-0.16 s on the full model of 50 evicting nodes, this 0.07-0.09 s)."""
+    wanted = set(nodes)
+    profiles = pm.pools.profiles
+    constant: dict[str, np.ndarray] = {}
+    terms: dict[str, list[tuple[Expr, np.ndarray]]] = {}
     for c, cls in enumerate(pm.classes):
-        if cls.key.node != node:
+        node = cls.key.node
+        if node not in wanted:
             continue
-        free = int(pm.pools.keep_supply[c][k]) - sum(i.profile == profile for i in cls.pins)
-        constant += free * cls.size
+        pinned = np.array([sum(i.profile == p for i in cls.pins) for p in profiles])
+        free = np.asarray(pm.pools.keep_supply[c], dtype=np.int64) - pinned
+        constant[node] = constant.get(node, 0) + free * cls.size
         changed = pm.changed[c]
         if changed is not None:
-            terms.append((changed, -free))
-    for pool, row in zip(pm.pools.pools, pm.take, strict=True):
-        if pool.key.owner != node:
+            terms.setdefault(node, []).append((changed, -free))
+    for number, (pool, row) in enumerate(zip(pm.pools.pools, pm.take, strict=True)):
+        node = pool.key.owner
+        if node not in wanted or number in pm.unrouted:
             continue
-        kept = sum(i.profile == profile for i in pool.key.kept)
-        terms += zip(row, (pool.supply[:, k] - kept).tolist(), strict=True)
-    return _sum(terms, constant)
+        kept = np.array([sum(i.profile == p for i in pool.key.kept) for p in profiles])
+        terms.setdefault(node, []).extend(zip(row, pool.supply - kept, strict=True))
+    found: dict[tuple[str, str], Expr] = {}
+    for node in sorted(wanted):
+        base = constant.get(node, np.zeros(len(profiles), dtype=np.int64))
+        rows = terms.get(node, [])
+        variables = [v for v, _ in rows]
+        matrix = np.array([a for _, a in rows], dtype=np.int64).reshape(len(rows), len(profiles))
+        for k, profile in enumerate(profiles):
+            column = matrix[:, k]
+            live = np.flatnonzero(column)
+            found[node, profile] = _sum(
+                list(zip([variables[i] for i in live.tolist()], column[live].tolist(), strict=True)),
+                int(base[k]),
+            )
+    return found
 
 
 def add_node_bundles(pm: PlanningModel) -> None:
@@ -77,6 +99,6 @@ def add_node_bundles(pm: PlanningModel) -> None:
         for j, row_vars in enumerate(pm.parts[n]):
             for profile, var in row_vars.items():
                 pm.model.add(var == _sum(totals[j].get(profile, [])))
+    free = node_free(pm, {node for node, _ in usage})
     for (node, profile), used in sorted(usage.items()):
-        free = node_free(pm, node, profile) if profile in pm.pools.profiles else 0
-        pm.model.add(_sum(used) <= free)
+        pm.model.add(_sum(used) <= free.get((node, profile), 0))
