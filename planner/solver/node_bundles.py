@@ -58,10 +58,10 @@ def node_free(pm: PlanningModel, nodes: Collection[str]) -> dict[tuple[str, str]
         matrix = np.array([a for _, a in rows], dtype=np.int64).reshape(len(rows), len(profiles))
         for k, profile in enumerate(profiles):
             column = matrix[:, k]
-            live = np.flatnonzero(column)
+            live = np.flatnonzero(column).tolist()
+            used = [variables[i] for i in live]
             found[node, profile] = _sum(
-                list(zip([variables[i] for i in live.tolist()], column[live].tolist(), strict=True)),
-                int(base[k]),
+                list(zip(used, column[live].tolist(), strict=True)), int(base[k])
             )
     return found
 
