@@ -401,3 +401,20 @@ def test_on_a_large_fleet_a_gang_packed_only_in_part_gets_nothing(bundle, want) 
     assert result.met == (0, 4)
     whole = replace(gang, count=2, gang_minimum=2)
     assert allocate([whole, plain], supply(free={"1g.10gb": 4}), nodes=nodes).met == (2, 0)
+
+
+def test_an_exact_allocation_asked_again_is_the_same_and_each_caller_owns_its_copy(
+    bundle,
+) -> None:
+    demand = [bundle(2, {"1g.10gb": 2})]
+    available = {DemandKind.TOTAL: {}, DemandKind.FREE: {"1g.10gb": 4}}
+    nodes = {"a": {"1g.10gb": 2}, "b": {"1g.10gb": 2}}
+    first = allocate(demand, available, nodes=nodes)
+    first.parts[0][0]["1g.10gb"] = 99
+    first.served[0].clear()
+    again = allocate(demand, available, nodes=nodes)
+    assert again.met == (2,)
+    assert again.parts == (({"1g.10gb": 4},),)
+    assert again.served == ({"1g.10gb": 4},)
+    # Other supply, another answer: one node holds only one instance now.
+    assert allocate(demand, available, nodes={**nodes, "b": {"1g.10gb": 1}}).met == (1,)
