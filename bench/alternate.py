@@ -1,0 +1,108 @@
+"""Before/after on the fragmented bench's fleets, the two versions' runs alternating.
+
+`fragmented.py --cli-pythonpath` runs one version over every scenario and then the other:
+on a shared VM whose speed drifts by a fifth within minutes, rows the change cannot touch
+moved as much as the rows it did. Here each scenario's preview runs other-version, this
+version, other, this... `--repeat` times, and the table gives every time, the medians, the
+peak RSS and whether both returned the same plan (the plan JSON without its timings).
+
+    .venv/bin/python bench/alternate.py --cli-pythonpath DIR [--repeat 3] [--only TEXT] [--quick]
+
+DIR: another migplan version installed apart (`pip install --no-deps --target DIR SRC`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scenarios
+from fragmented import family, run_cli
+from report import write_json
+
+TIMINGS = {"wallSeconds", "buildSeconds", "seconds"}
+
+
+def without_timings(doc: object) -> object:
+    """`doc` with every timing field left out, to compare two plans."""
+    if isinstance(doc, dict):
+        return {k: without_timings(v) for k, v in doc.items() if k not in TIMINGS}
+    if isinstance(doc, list):
+        return [without_timings(v) for v in doc]
+    return doc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli-pythonpath", required=True, help="the other version's directory")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each version (default 3)")
+    parser.add_argument("--only", help="run only scenarios whose name contains this")
+    parser.add_argument("--quick", action="store_true", help="50 and 250 nodes only")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/alternate.json"))
+    args = parser.parse_args()
+    mine = {**os.environ, "PYTHONSAFEPATH": "1"}
+    other = {**mine, "PYTHONPATH": args.cli_pythonpath}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="migplan-alternate-") as tmp:
+        work = Path(tmp)
+        for case in family(args.quick):
+            if args.only and args.only not in case.name:
+                continue
+            inventory, plan = scenarios.fragmented(
+                nodes=case.nodes,
+                policy=case.policy,
+                pods_per_node=case.pods_per_node,
+                mix=case.mix,
+                several=case.several,
+                gangs=case.gangs,
+            )
+            (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+            (work / "inventory.json").write_text(json.dumps(inventory))
+            runs: dict[str, list[tuple[float, float]]] = {"before": [], "now": []}
+            plans = {}
+            for _ in range(args.repeat):
+                for version, env in (("before", other), ("now", mine)):
+                    doc, wall, rss = run_cli(work / "plan.yaml", work / "inventory.json", work, env)
+                    runs[version].append((wall, rss))
+                    plans[version] = without_timings(doc)
+            row = {
+                "scenario": case.name,
+                "gpus": case.nodes * 8,
+                **{f"{v}_seconds": [round(w, 2) for w, _ in runs[v]] for v in ("before", "now")},
+                **{
+                    f"{v}_median": round(statistics.median(w for w, _ in runs[v]), 2)
+                    for v in ("before", "now")
+                },
+                **{f"{v}_rss_mib": round(max(r for _, r in runs[v])) for v in ("before", "now")},
+                "same_plan": plans["before"] == plans["now"],
+            }
+            rows.append(row)
+            print(
+                f"{row['scenario']:<40} {row['before_median']:6.2f} -> {row['now_median']:6.2f} s"
+                f"  ({' / '.join(map(str, row['before_seconds']))} | "
+                f"{' / '.join(map(str, row['now_seconds']))})"
+                f"  RSS {row['before_rss_mib']} -> {row['now_rss_mib']} MiB"
+                f"  {'same plan' if row['same_plan'] else 'PLANS DIFFER'}",
+                flush=True,
+            )
+    write_json(
+        args.json,
+        benchmark="alternate",
+        cli_pythonpath=args.cli_pythonpath,
+        repeat=args.repeat,
+        inventory_format="json",
+        rows=rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
