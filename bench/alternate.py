@@ -6,7 +6,8 @@ moved as much as the rows it did. Here each scenario's preview runs other-versio
 version, other, this... `--repeat` times, and the table gives every time, the medians, the
 peak RSS and whether both returned the same plan (the plan JSON without its timings).
 
-    .venv/bin/python bench/alternate.py --cli-pythonpath DIR [--repeat 3] [--only TEXT] [--quick]
+    .venv/bin/python bench/alternate.py --cli-pythonpath DIR [--repeat 3] [--only TEXT]
+        [--quick | --largest]
 
 DIR: another migplan version installed apart (`pip install --no-deps --target DIR SRC`).
 """
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each version (default 3)")
     parser.add_argument("--only", help="run only scenarios whose name contains this")
     parser.add_argument("--quick", action="store_true", help="50 and 250 nodes only")
+    parser.add_argument("--largest", action="store_true", help="only the 5,000-node fleets")
     parser.add_argument("--json", type=Path, default=Path("bench/results/alternate.json"))
     args = parser.parse_args()
     mine = {**os.environ, "PYTHONSAFEPATH": "1"}
@@ -54,7 +56,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="migplan-alternate-") as tmp:
         work = Path(tmp)
-        for case in family(args.quick):
+        for case in family(args.quick, args.largest):
             if args.only and args.only not in case.name:
                 continue
             inventory, plan = scenarios.fragmented(
