@@ -42,6 +42,18 @@ def without_timings(doc: object) -> object:
     return doc
 
 
+def _outcome(doc: dict) -> dict:
+    """What a plan achieved, for rows whose plans differ: the solver's status, weighted
+    demand met and bound, and the summary (met, evictions, GPUs changed, nodes touched)."""
+    solver, summary = doc["solver"], doc["summary"]
+    return {
+        "status": solver["status"],
+        "weighted": solver["objective"],
+        "bound": solver["bound"],
+        **{k: v for k, v in summary.items() if k not in ("gpus", "requested")},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cli-pythonpath", required=True, help="the other version's directory")
@@ -70,12 +82,14 @@ def main() -> None:
             (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
             (work / "inventory.json").write_text(json.dumps(inventory))
             runs: dict[str, list[tuple[float, float]]] = {"before": [], "now": []}
-            plans = {}
+            plans: dict[str, object] = {}
+            outcome: dict[str, dict[str, object]] = {}
             for _ in range(args.repeat):
                 for version, env in (("before", other), ("now", mine)):
                     doc, wall, rss = run_cli(work / "plan.yaml", work / "inventory.json", work, env)
                     runs[version].append((wall, rss))
                     plans[version] = without_timings(doc)
+                    outcome[version] = _outcome(doc)
             row = {
                 "scenario": case.name,
                 "gpus": case.nodes * 8,
@@ -86,6 +100,8 @@ def main() -> None:
                 },
                 **{f"{v}_rss_mib": round(max(r for _, r in runs[v])) for v in ("before", "now")},
                 "same_plan": plans["before"] == plans["now"],
+                "before": outcome["before"],
+                "now": outcome["now"],
             }
             rows.append(row)
             print(
@@ -96,6 +112,8 @@ def main() -> None:
                 f"  {'same plan' if row['same_plan'] else 'PLANS DIFFER'}",
                 flush=True,
             )
+            if not row["same_plan"]:
+                print(f"    before: {outcome['before']}\n    now:    {outcome['now']}")
     write_json(
         args.json,
         benchmark="alternate",
