@@ -26,8 +26,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scenarios
-from fragmented import family, run_cli
+from fragmented import documents, family, run_cli
 from report import write_json
 
 TIMINGS = {"wallSeconds", "buildSeconds", "seconds"}
@@ -71,14 +70,7 @@ def main() -> None:
         for case in family(args.quick, args.largest):
             if args.only and args.only not in case.name:
                 continue
-            inventory, plan = scenarios.fragmented(
-                nodes=case.nodes,
-                policy=case.policy,
-                pods_per_node=case.pods_per_node,
-                mix=case.mix,
-                several=case.several,
-                gangs=case.gangs,
-            )
+            inventory, plan = documents(case)
             (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
             (work / "inventory.json").write_text(json.dumps(inventory))
             runs: dict[str, list[tuple[float, float]]] = {"before": [], "now": []}

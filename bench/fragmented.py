@@ -205,6 +205,18 @@ def _wait_measuring(pid: int) -> tuple[int, int]:
         time.sleep(0.005)
 
 
+def documents(case: Scenario) -> tuple[dict[str, object], dict[str, object]]:
+    """The scenario's inventory and GPUPartitionPlan (`scenarios.fragmented`)."""
+    return scenarios.fragmented(
+        nodes=case.nodes,
+        policy=case.policy,
+        pods_per_node=case.pods_per_node,
+        mix=case.mix,
+        several=case.several,
+        gangs=case.gangs,
+    )
+
+
 def measure(
     case: Scenario,
     workdir: Path,
@@ -217,14 +229,7 @@ def measure(
     """Write the scenario's files, run the CLI and the baselines, compare; with `later`, also
     the same fleet a minute later (`scenarios.a_minute_later`), planned afresh and from the
     first plan (`--previous`)."""
-    inventory_doc, plan_doc = scenarios.fragmented(
-        nodes=case.nodes,
-        policy=case.policy,
-        pods_per_node=case.pods_per_node,
-        mix=case.mix,
-        several=case.several,
-        gangs=case.gangs,
-    )
+    inventory_doc, plan_doc = documents(case)
     if time_limit is not None:
         plan_doc["spec"]["solver"] = {"timeLimitSeconds": time_limit}  # type: ignore[index]
     plan_path = workdir / "plan.yaml"

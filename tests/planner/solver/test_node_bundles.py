@@ -9,12 +9,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
+from test_properties import fleets
 
-from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import supply_of
-from migplan.planner.hardware.catalog import default_catalog
-from migplan.planner.hardware.enumeration import enumerate_layouts
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.model import PlanningModel
@@ -22,31 +20,7 @@ from migplan.planner.solver.node_bundles import node_free
 from migplan.planner.solver.pools import build_pools
 from migplan.planner.solver.stages import StagedResult
 
-CATALOG = default_catalog()
-MODELS = [CATALOG.model(k) for k in ("A30", "A100-40GB")]
 EVICT = PolicySpec(disruption=Disruption.EVICT)
-
-
-@st.composite
-def fleets(draw) -> list[GpuState]:
-    """Two or three nodes of two GPUs, some instances in use."""
-    gpus = []
-    for n in range(draw(st.integers(2, 3))):
-        for index in range(2):
-            model = draw(st.sampled_from(MODELS))
-            layout = draw(st.sampled_from(enumerate_layouts(model)[:8]))
-            pinned = draw(st.lists(st.sampled_from(layout.instances), unique=True, max_size=2))
-            gpus.append(
-                GpuState(
-                    node=f"node-{n}",
-                    index=index,
-                    uuid=None,
-                    model=model,
-                    layout=layout,
-                    pins={i: f"ns/pod-{n}-{index}-{k}" for k, i in enumerate(pinned)},
-                )
-            )
-    return gpus
 
 
 @given(fleets(), st.lists(st.integers(-6, 3), min_size=40, max_size=40))
