@@ -49,7 +49,7 @@ def _outcome(doc: dict) -> dict:
         "status": solver["status"],
         "weighted": solver["objective"],
         "bound": solver["bound"],
-        **{k: v for k, v in summary.items() if k not in ("gpus", "requested")},
+        **{k: v for k, v in summary.items() if k != "requested"},
     }
 
 
@@ -84,7 +84,7 @@ def main() -> None:
                     outcome[version] = _outcome(doc)
             row = {
                 "scenario": case.name,
-                "gpus": case.nodes * 8,
+                "gpus": outcome["now"]["gpus"],
                 **{f"{v}_seconds": [round(w, 2) for w, _ in runs[v]] for v in ("before", "now")},
                 **{
                     f"{v}_median": round(statistics.median(w for w, _ in runs[v]), 2)

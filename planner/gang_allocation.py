@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -161,17 +162,9 @@ def solve_exactly(
     The answer depends on nothing else, and one pass asks it again of the same supply: the
     chosen plan is scored, assembled and validated, and a starting plan is expressed in each
     model it starts (50 nodes with multi-instance pods and evictions: 10 calls, 7 distinct,
-    0.04-0.05 s each). So the last few answers are kept; each caller gets its own copy."""
-    key = (
-        tuple(demand),
-        _frozen(available),
-        None if nodes is None else _frozen(nodes),
-    )
-    found = _ANSWERS.get(key)
-    if found is None:
-        found = _ANSWERS[key] = _solve(demand, available, nodes=nodes)
-        while len(_ANSWERS) > KEPT_ANSWERS:
-            del _ANSWERS[next(iter(_ANSWERS))]
+    0.04-0.05 s each). So the most recent answers are kept (`_solved`); each caller gets its
+    own copy."""
+    found = _solved(tuple(demand), _frozen(available), None if nodes is None else _frozen(nodes))
     return Found(
         found.met,
         tuple(dict(s) for s in found.served),
@@ -180,17 +173,23 @@ def solve_exactly(
     )
 
 
-KEPT_ANSWERS = 8
-"""Answers `solve_exactly` keeps, oldest dropped first."""
-_ANSWERS: dict[object, Found] = {}
+_Frozen = tuple[tuple[Any, tuple[tuple[str, int], ...]], ...]
 
 
-def _frozen(
-    counts: Mapping[Any, Mapping[str, int]],
-) -> tuple[tuple[Any, tuple[tuple[str, int], ...]], ...]:
+def _frozen(counts: Mapping[Any, Mapping[str, int]]) -> _Frozen:
     """`counts` as a hashable key, in its own order (the model is built in that order, so
     the same counts in another order may break ties otherwise)."""
     return tuple((name, tuple(inner.items())) for name, inner in counts.items())
+
+
+@lru_cache(maxsize=8)
+def _solved(demand: tuple[DemandItem, ...], available: _Frozen, nodes: _Frozen | None) -> Found:
+    """`_solve` on the counts `_frozen` wrote, its answers kept: shared, never handed out."""
+    return _solve(
+        demand,
+        {kind: dict(counts) for kind, counts in available},
+        nodes=None if nodes is None else {name: dict(counts) for name, counts in nodes},
+    )
 
 
 def _solve(demand: Sequence[DemandItem], available: Available, *, nodes: NodeFree | None) -> Found:

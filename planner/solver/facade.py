@@ -403,7 +403,7 @@ SMALL_EVICTIONS_SHARE = 0.25
 SMALL_EVICTIONS_PER_DEMAND_SECOND = 5.0
 """Nor more than this many times what the demand stage took on the same model, plus
 `SMALL_EVICTIONS_SLACK` seconds. Where that stage pays, it is proven in a small multiple of
-the demand stage's time (on the bench's evicting fleets: 1.0-1.4 times at 250 and 1,000
+the demand stage's time (on the bench's evicting fleets: 0.97-1.4 times at 250 and 1,000
 nodes, 2.5 times on 250 nodes of three models, 0.85 on 50 nodes with multi-instance pods);
 on 50 nodes with gangs it found nothing better than its start in 1.5 s (its demand stage:
 0.15 s), while the whole model's own search reached the optimum anyway."""

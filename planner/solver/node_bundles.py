@@ -21,6 +21,7 @@ import numpy as np
 
 from migplan.planner.solver.linear import Expr
 from migplan.planner.solver.linear import linear_sum as _sum
+from migplan.planner.solver.pools import instances_of
 
 if TYPE_CHECKING:
     from migplan.planner.solver.model import PlanningModel
@@ -38,8 +39,9 @@ def node_free(pm: PlanningModel, nodes: Collection[str]) -> dict[tuple[str, str]
         node = cls.key.node
         if node not in wanted:
             continue
-        pinned = np.array([sum(i.profile == p for i in cls.pins) for p in profiles])
-        free = np.asarray(pm.pools.keep_supply[c], dtype=np.int64) - pinned
+        free = np.asarray(pm.pools.keep_supply[c], dtype=np.int64) - instances_of(
+            cls.pins, profiles
+        )
         constant[node] = constant.get(node, 0) + free * cls.size
         changed = pm.changed[c]
         if changed is not None:
@@ -48,7 +50,7 @@ def node_free(pm: PlanningModel, nodes: Collection[str]) -> dict[tuple[str, str]
         node = pool.key.owner
         if node not in wanted or number in pm.unrouted:
             continue
-        kept = np.array([sum(i.profile == p for i in pool.key.kept) for p in profiles])
+        kept = instances_of(pool.key.kept, profiles)
         terms.setdefault(node, []).extend(zip(row, pool.supply - kept, strict=True))
     found: dict[tuple[str, str], Expr] = {}
     for node in sorted(wanted):

@@ -17,7 +17,8 @@ headroom, fewer instances): the solver's size follows the decision, not the GPU 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 
@@ -125,6 +126,13 @@ class PoolSet:
 def supply_of_layout(layout: Layout, profiles: Sequence[str]) -> IntArray:
     """Instances of each of `profiles` in `layout`."""
     counts = layout.profile_counts()
+    return np.array([counts.get(p, 0) for p in profiles], dtype=np.int64)
+
+
+def instances_of(instances: Iterable[Instance], profiles: Sequence[str]) -> IntArray:
+    """Instances of each of `profiles` among `instances` (a GPU's in-use ones, a pool's kept
+    ones), as `supply_of_layout` counts a layout's."""
+    counts = Counter(i.profile for i in instances)
     return np.array([counts.get(p, 0) for p in profiles], dtype=np.int64)
 
 
