@@ -7,7 +7,9 @@ The pass, all inside one time limit:
 3. the CP-SAT stages from the best starting point (`stages.py`);
 4. counts to concrete layouts with the fewest operations (`assign.py`);
 5. pods that need several instances on one node, where the solver's plan leaves theirs
-   spread, get nodes reshaped for them (`bundles.py`);
+   spread, get their instances gathered and nodes reshaped for them (`gather.py`,
+   `bundles.py`), and the plans at hand are mixed node by node, bundles counted exactly
+   (`node_mix.py`);
 6. the best of the solver's plan (with and without 5) and the starting points on the whole
    lexicographic objective: whatever the limit, the plan is never worse than a baseline.
 """
@@ -22,12 +24,19 @@ from dataclasses import dataclass, field, replace
 from migplan.planner.allocation import EXACT_NODES
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
-from migplan.planner.assemble import GpuKey, assemble_plan, gpu_key
+from migplan.planner.assemble import GpuKey, assemble_plan, gpu_change, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
 from migplan.planner.demand import DemandItem, demand_weight
 from migplan.planner.fleet import Fleet
 from migplan.planner.hardware.layout import Layout
-from migplan.planner.plan import SOLVER_METHOD, Plan, SolverReport, SolverStage, SolveStatus
+from migplan.planner.plan import (
+    DEMAND_STAGE,
+    SOLVER_METHOD,
+    Plan,
+    SolverReport,
+    SolverStage,
+    SolveStatus,
+)
 from migplan.planner.solver.assign import map_to_gpus
 from migplan.planner.solver.background import Background
 from migplan.planner.solver.bundles import place_bundles
@@ -36,6 +45,7 @@ from migplan.planner.solver.explain import Explainer
 from migplan.planner.solver.gather import gather
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
 from migplan.planner.solver.model import PlanningModel, node_groups
+from migplan.planner.solver.node_mix import mix_by_node
 from migplan.planner.solver.objective import Score, disruption, score
 from migplan.planner.solver.pools import build_pools, for_demand_alone
 from migplan.planner.solver.previous import PREVIOUS, previous_targets
@@ -54,6 +64,7 @@ KEEP = "keep everything"
 SOLVER = SOLVER_METHOD
 BUNDLES = "cp-sat, bundles placed"
 GATHERED = "cp-sat, bundle instances gathered"
+MIXED = "cp-sat, plans mixed node by node"
 Targets = dict[GpuKey, Layout]
 STARTS: tuple[tuple[str, Callable[[Sequence[GpuState], Sequence[DemandItem]], Targets]], ...] = (
     ("greedy (nos)", greedy_targets),
@@ -72,6 +83,14 @@ EVICTIONS_PATH_SECONDS_PER_GPU = 0.06e-3
 """Time the evictions stage needs before it can search, per GPU: after the demand stage, its
 LP read from the model, the small model's plan mapped and repaired, and the hint took 2.2 s
 on 40,000 fragmented GPUs. With less time left the demand stage's plan is the answer."""
+MIX_NODES = 500
+"""Fleets of up to this many nodes get the plans at hand mixed node by node where bundles
+were counted fleet-wide (`node_mix.py`). Its solve grows faster than the fleet: on the
+fragmented bench with multi-instance pods, 0.3-0.4 s at 250 nodes, 5-6 s at 500 (first
+answers after 1-2 s) and 12-20 s at 1,000 nodes, where the time limit leaves it none."""
+MIX_SECONDS_PER_NODE = 4e-3
+"""The most the mix may take, per node (1 s at 250 nodes, 2 s at 500), within the time left
+before the plan's assembly."""
 BUNDLE_SECONDS_PER_GPU = 0.12e-3
 """Kept back on top, per GPU, where pods need several instances on one node: placing them
 node by node (and the repair that reshapes nodes for them) took the time after the stages
@@ -231,16 +250,22 @@ def plan(
     note("placing instances on GPUs")
     solved = map_to_gpus(pm=solved_on, result=result, policy=policy)
     chosen_score, chosen, targets = _choose(
-        starts, solved, result, repair=bundles and not per_node, note=note
+        starts,
+        solved,
+        result,
+        repair=bundles and not per_node,
+        note=note,
+        until=deadline - _reserve(time_limit, gpus=len(gpus), bundles=False),
     )
     moved = [g for g in gpus if targets[gpu_key(g)] != g.layout]
     explain.note_plan(gpus_changed=len(moved), nodes_touched=len({g.node for g in moved}))
     bound = result.bound if result.found else None
     # Bundles counted fleet-wide (large fleets) are a relaxation: its optimum is proven for
-    # the plan only where the plan's allocation, one node per pod, meets as much.
+    # the plan only where the plan reaches it on every stage.
     relaxed = bundles and not per_node
-    proven = result.optimal and not (
-        relaxed and (bound is None or chosen_score.weighted_met < bound)
+    proven = result.optimal and (
+        not relaxed
+        or _reaches_every_stage(result, gpus, (chosen_score, chosen, targets), rebuild=rebuild)
     )
     report = _report(
         pm,
@@ -269,24 +294,93 @@ Ranked = list[tuple[Score, str, Targets]]
 
 
 def _choose(
-    starts: _Starts, solved: Targets, result: StagedResult, *, repair: bool, note: Progress
+    starts: _Starts,
+    solved: Targets,
+    result: StagedResult,
+    *,
+    repair: bool,
+    note: Progress,
+    until: float,
 ) -> tuple[Score, str, Targets]:
     """The plan to return: the solver's (`solved`), repaired where `repair` (bundles counted
-    fleet-wide), or a starting plan, whichever ranks best on the whole objective. Never worse
-    than where it started: every starting point the policy allows competes. Sorting is
-    stable, so on ties the solver's plan (listed first) wins, but for a previous plan as
-    good: re-planning keeps a waiting plan that is still the best."""
+    fleet-wide; the plans at hand then also mixed node by node, until `until` at the latest),
+    or a starting plan, whichever ranks best on the whole objective. Never worse than where
+    it started: every starting point the policy allows competes. Sorting is stable, so on
+    ties the solver's plan (listed first) wins, but for a previous plan as good: re-planning
+    keeps a waiting plan that is still the best."""
     gpus, demand, policy = starts.gpus, starts.demand, starts.pm.policy
     mine = (score(gpus, solved, demand, rebuild=policy.whole_gpu_rebuild), SOLVER, solved)
     candidates = [*starts.named(PREVIOUS), mine, *starts.ranked]
     if repair and not _reaches(result, mine[0]):
         note("placing pods that need several instances on one node")
         candidates += _repaired(gpus, solved, demand, policy)
+        allowed = [c for c in candidates if _allowed(starts, c)]
+        if not any(c[0].weighted_met >= result.bound for c in allowed):
+            candidates += _mixed(starts, allowed, until=until, note=note)
     return next(
-        c
-        for c in sorted(candidates, key=lambda c: c[0], reverse=True)
-        if c[1] == SOLVER or starts.hint(c[1], c[2]) is not None
+        c for c in sorted(candidates, key=lambda c: c[0], reverse=True) if _allowed(starts, c)
     )
+
+
+def _allowed(starts: _Starts, plan: tuple[Score, str, Targets]) -> bool:
+    """Whether the policy allows `plan` (the solver's own always; others where the model
+    can express them)."""
+    return plan[1] == SOLVER or starts.hint(plan[1], plan[2]) is not None
+
+
+def _mixed(starts: _Starts, plans: Ranked, *, until: float, note: Progress) -> Ranked:
+    """The allowed `plans` mixed node by node (`node_mix.py`) on fleets of up to `MIX_NODES`
+    nodes, in at most `MIX_SECONDS_PER_NODE` a node and before `until`; empty where no mix
+    was found in time."""
+    gpus = starts.gpus
+    nodes = len({g.node for g in gpus})
+    now = time.monotonic()
+    if nodes > MIX_NODES or until <= now:
+        return []
+    note("mixing the plans node by node for pods that need several instances on one node")
+    rebuild = starts.pm.policy.whole_gpu_rebuild
+    mixed = mix_by_node(
+        gpus,
+        [t for _, _, t in plans],
+        starts.demand,
+        rebuild=rebuild,
+        deadline=min(until, now + MIX_SECONDS_PER_NODE * nodes),
+    )
+    if mixed is None:
+        return []
+    return [(score(gpus, mixed, starts.demand, rebuild=rebuild), MIXED, mixed)]
+
+
+def _reaches_every_stage(
+    result: StagedResult,
+    gpus: Sequence[GpuState],
+    plan: tuple[Score, str, Targets],
+    *,
+    rebuild: bool,
+) -> bool:
+    """Whether `plan` (its score, name and targets) reaches the value of every stage
+    of `result`, solved on the fleet-wide relaxation of bundles: then no plan does better.
+    The solver's own plan has the stages' values by construction but for the demand met,
+    which its allocation node by node may not reach; another plan must match each one."""
+    scored, name, targets = plan
+    if not _reaches(result, scored):
+        return False
+    if name == SOLVER:
+        return True
+    created = sum(
+        len(after.instances)
+        for g in gpus
+        if gpu_change(g.layout, after := targets[gpu_key(g)], g.mig_enabled, rebuild)[0]
+    )
+    reached = {
+        DEMAND_STAGE: scored.weighted_met,
+        "evictions": -scored.evictions,
+        "gpus changed": -scored.gpus_changed,
+        "nodes touched": -scored.nodes_touched,
+        "free headroom": scored.headroom,
+        "instances": created,
+    }
+    return all(s.value == reached.get(s.name, s.value) for s in result.stages)
 
 
 def _reaches(result: StagedResult, scored: Score) -> bool:

@@ -1,0 +1,130 @@
+"""Mixing plans node by node with bundles counted exactly (`node_mix.mix_by_node`): each
+node gets one plan's targets, and the mix hosts at least what any of the plans hosts, more
+where one plan suits some nodes' bundle pods and another plan the others'."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties import demands, fleets
+
+from migplan.planner.assemble import demand_supply, gpu_key
+from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
+from migplan.planner.hardware.layout import Layout
+from migplan.planner.solver.node_mix import mix_by_node
+from migplan.planner.solver.objective import score
+
+PAIRS = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
+HALVES = "4g.40gb@0+3g.40gb@4"
+
+
+def later(seconds: float = 30.0) -> float:
+    return time.monotonic() + seconds
+
+
+def test_each_node_takes_the_plan_that_suits_its_bundles(gpu, want, bundle) -> None:
+    # Two nodes of one H100 each. Plan one makes node a sevenfold and b halves, plan two the
+    # other way round: each hosts one pod of 7 x 1g.10gb and one 4g.40gb. Mixed, both nodes
+    # are sevenfold: two such pods, the 4g.40gb left out (it weighs less).
+    gpus = [gpu("H100-80GB", node="a"), gpu("H100-80GB", node="b")]
+    demand = [bundle(2, {"1g.10gb": 7}), want("4g.40gb", 1)]
+    one = {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse(HALVES)}
+    two = {("a", 0): Layout.parse(HALVES), ("b", 0): Layout.parse(PAIRS)}
+    for plan in (one, two):
+        assert demand_supply(demand, gpus, plan)[1].met == (1, 1)
+    mixed = mix_by_node(gpus, [one, two], demand, rebuild=False, deadline=later())
+    assert mixed == {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse(PAIRS)}
+    assert demand_supply(demand, gpus, mixed)[1].met == (2, 0)
+
+
+def test_a_bundle_counts_only_where_one_node_holds_it(gpu, want, bundle) -> None:
+    # Each node has a GPU in halves and one whole. Kept, the fleet holds two 3g.40gb, one per
+    # node: no pod of 2 x 3g.40gb fits. Node a rebuilt as two halves hosts one, and b's whole
+    # GPU the 7g.80gb: the mix changes one GPU where keeping both would count the pair
+    # fleet-wide.
+    whole = "7g.80gb@0"
+    gpus = [
+        gpu("H100-80GB", HALVES, node="a", index=0),
+        gpu("H100-80GB", whole, node="a", index=1),
+        gpu("H100-80GB", HALVES, node="b", index=0),
+        gpu("H100-80GB", whole, node="b", index=1),
+    ]
+    demand = [bundle(1, {"3g.40gb": 2}), want("7g.80gb", 1)]
+    keep = {gpu_key(g): g.layout for g in gpus}
+    halves = {key: Layout.parse(HALVES) for key in keep}
+    mixed = mix_by_node(gpus, [keep, halves], demand, rebuild=False, deadline=later())
+    assert mixed == {**keep, ("a", 1): Layout.parse(HALVES)}
+    assert demand_supply(demand, gpus, mixed)[1].met == (1, 1)
+
+
+def test_a_plan_evicting_more_than_it_rehosts_still_counts(gpu, want) -> None:
+    # Made whole, the GPU's pod on a 1g.10gb has no instance to go to (less than nothing
+    # free of that profile): that plan meets the 7g.80gb, which outweighs the 1g.10gb.
+    gpus = [gpu("H100-80GB", PAIRS, node="a", pins={"1g.10gb@0": "ns/running"})]
+    demand = [want("1g.10gb", 1), want("7g.80gb", 1)]
+    keep = {("a", 0): Layout.parse(PAIRS)}
+    whole = {("a", 0): Layout.parse("7g.80gb@0")}
+    mixed = mix_by_node(gpus, [keep, whole], demand, rebuild=False, deadline=later())
+    assert mixed == whole
+
+
+def test_a_gang_counts_only_whole(gpu, want) -> None:
+    # Halves hold one 3g.40gb of a gang that needs two: worth nothing, so the sevenfold
+    # layout's two 1g.10gb (weighing less than one 3g.40gb) win.
+    gpus = [gpu("H100-80GB", HALVES, node="a")]
+    gang = replace(want("3g.40gb", 2), gang="PodGroup ns/g", minimum=2, gang_minimum=2)
+    demand = [gang, want("1g.10gb", 2)]
+    keep = {("a", 0): Layout.parse(HALVES)}
+    pairs = {("a", 0): Layout.parse(PAIRS)}
+    mixed = mix_by_node(gpus, [keep, pairs], demand, rebuild=False, deadline=later())
+    assert mixed == pairs
+
+
+def test_of_mixes_meeting_as_much_the_one_changing_fewest_gpus(gpu, want, bundle) -> None:
+    # Node a is sevenfold already; plan two rebuilds it the same way, plan one keeps it.
+    gpus = [gpu("H100-80GB", PAIRS, node="a"), gpu("H100-80GB", node="b")]
+    demand = [bundle(1, {"1g.10gb": 7})]
+    keep = {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse("-")}
+    rebuilt = {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse(PAIRS)}
+    mixed = mix_by_node(gpus, [rebuilt, keep], demand, rebuild=False, deadline=later())
+    assert mixed == keep
+
+
+def test_of_choices_alike_the_first_plans(gpu, want) -> None:
+    # The same instances at other starts supply and cost the same: the first plan's stays.
+    gpus = [gpu("H100-80GB", node="a")]
+    low = {("a", 0): Layout.parse("3g.40gb@0")}
+    high = {("a", 0): Layout.parse("3g.40gb@4")}
+    demand = [want("3g.40gb", 1)]
+    assert mix_by_node(gpus, [high, low], demand, rebuild=False, deadline=later()) == high
+    assert mix_by_node(gpus, [low, high], demand, rebuild=False, deadline=later()) == low
+
+
+def test_no_answer_without_time(gpu, want) -> None:
+    gpus = [gpu("H100-80GB", node="a")]
+    plan = {("a", 0): Layout.parse("-")}
+    assert mix_by_node(gpus, [plan], [want("1g.10gb", 1)], rebuild=False, deadline=0.0) is None
+
+
+@given(st.data())
+@settings(max_examples=40, deadline=None, derandomize=True)
+def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
+    # Any fleet and demand (gangs, either/or, bundles) with the starting plans: the mix
+    # meets at least the most weighted demand any of them meets, node by node from one plan.
+    gpus = data.draw(fleets())
+    demand = data.draw(demands(gpus))
+    keep = {gpu_key(g): g.layout for g in gpus}
+    plans = [keep] + [
+        {**keep, **make(gpus, demand)}
+        for make in (greedy_targets, first_fit_targets, static_targets)
+    ]
+    mixed = mix_by_node(gpus, plans, demand, rebuild=False, deadline=later())
+    assert mixed is not None
+    best = max(score(gpus, plan, demand).weighted_met for plan in plans)
+    assert score(gpus, mixed, demand).weighted_met >= best
+    for node in {g.node for g in gpus}:
+        keys = [gpu_key(g) for g in gpus if g.node == node]
+        assert any(all(mixed[k] == plan[k] for k in keys) for plan in plans), node
