@@ -314,9 +314,7 @@ def _choose(
     if repair and not _reaches(result, mine[0]):
         note("placing pods that need several instances on one node")
         candidates += _repaired(gpus, solved, demand, policy)
-        allowed = [c for c in candidates if _allowed(starts, c)]
-        if not any(c[0].weighted_met >= result.bound for c in allowed):
-            candidates += _mixed(starts, allowed, until=until, note=note)
+        candidates += _mixed(starts, candidates, bound=result.bound, until=until, note=note)
     return next(
         c for c in sorted(candidates, key=lambda c: c[0], reverse=True) if _allowed(starts, c)
     )
@@ -328,14 +326,17 @@ def _allowed(starts: _Starts, plan: tuple[Score, str, Targets]) -> bool:
     return plan[1] == SOLVER or starts.hint(plan[1], plan[2]) is not None
 
 
-def _mixed(starts: _Starts, plans: Ranked, *, until: float, note: Progress) -> Ranked:
-    """The allowed `plans` mixed node by node (`node_mix.py`) on fleets of up to `MIX_NODES`
-    nodes, in at most `MIX_SECONDS_PER_NODE` a node and before `until`; empty where no mix
-    was found in time."""
+def _mixed(starts: _Starts, plans: Ranked, *, bound: float, until: float, note: Progress) -> Ranked:
+    """The `plans` the policy allows mixed node by node (`node_mix.py`), on fleets of up to
+    `MIX_NODES` nodes where none of them meets `bound`, in at most `MIX_SECONDS_PER_NODE` a
+    node and before `until`; empty where no mix was found in time."""
     gpus = starts.gpus
     nodes = len({g.node for g in gpus})
     now = time.monotonic()
     if nodes > MIX_NODES or until <= now:
+        return []
+    plans = [p for p in plans if _allowed(starts, p)]
+    if any(p[0].weighted_met >= bound for p in plans):
         return []
     note("mixing the plans node by node for pods that need several instances on one node")
     rebuild = starts.pm.policy.whole_gpu_rebuild
