@@ -88,9 +88,12 @@ MIX_NODES = 500
 were counted fleet-wide (`node_mix.py`). Its solve grows faster than the fleet: on the
 fragmented bench with multi-instance pods, 0.3-0.4 s at 250 nodes, 5-6 s at 500 (first
 answers after 1-2 s) and 12-20 s at 1,000 nodes, where the time limit leaves it none."""
-MIX_SECONDS_PER_NODE = 4e-3
-"""The most the mix may take, per node (1 s at 250 nodes, 2 s at 500), within the time left
-before the plan's assembly."""
+MIX_WORK_PER_NODE = 1e-3
+"""CP-SAT's deterministic seconds the mix may take, per node: 0.25 at 250 nodes, where the
+bench's multi-instance fleet was proven in 0.11 (0.5 s on the wall clock); 0.5 at 500 nodes,
+where 0.59 had reached 20,170 of 20,180 (about 2.7 s). A budget in deterministic time gives
+the same plan on any machine; the time limit still bounds it (the time left before the plan's
+assembly), and where that ends it first the plan may differ from run to run."""
 BUNDLE_SECONDS_PER_GPU = 0.12e-3
 """Kept back on top, per GPU, where pods need several instances on one node: placing them
 node by node (and the repair that reshapes nodes for them) took the time after the stages
@@ -328,8 +331,8 @@ def _allowed(starts: _Starts, plan: tuple[Score, str, Targets]) -> bool:
 
 def _mixed(starts: _Starts, plans: Ranked, *, bound: float, until: float, note: Progress) -> Ranked:
     """The `plans` the policy allows mixed node by node (`node_mix.py`), on fleets of up to
-    `MIX_NODES` nodes where none of them meets `bound`, in at most `MIX_SECONDS_PER_NODE` a
-    node and before `until`; empty where no mix was found in time."""
+    `MIX_NODES` nodes where none of them meets `bound`, in `MIX_WORK_PER_NODE` a node and
+    before `until`; empty where no mix was found in time."""
     gpus = starts.gpus
     nodes = len({g.node for g in gpus})
     now = time.monotonic()
@@ -345,7 +348,8 @@ def _mixed(starts: _Starts, plans: Ranked, *, bound: float, until: float, note: 
         [t for _, _, t in plans],
         starts.demand,
         rebuild=rebuild,
-        deadline=min(until, now + MIX_SECONDS_PER_NODE * nodes),
+        work=MIX_WORK_PER_NODE * nodes,
+        deadline=until,
     )
     if mixed is None:
         return []

@@ -249,11 +249,13 @@ def mix_by_node(
     demand: Sequence[DemandItem],
     *,
     rebuild: bool,
+    work: float,
     deadline: float,
 ) -> dict[GpuKey, Layout] | None:
     """The best mix of `plans` node by node (each plan targets every GPU), its bundles
-    allocated exactly; None where no solution was found before `deadline`
-    (time.monotonic())."""
+    allocated exactly, found in `work` seconds of CP-SAT's deterministic time (the same
+    answer on any machine) unless `deadline` (time.monotonic()) comes first; None where no
+    mix was found."""
     by_node: dict[str, list[GpuState]] = {}
     for gpu in gpus:
         by_node.setdefault(gpu.node, []).append(gpu)
@@ -267,6 +269,7 @@ def mix_by_node(
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_time_in_seconds = left
+    solver.parameters.max_deterministic_time = work
     # As the planning model's stages (`stages._solver`): the LP guides and bounds the search.
     solver.parameters.linearization_level = 2
     solver.parameters.search_branching = cp_model.LP_SEARCH

@@ -21,8 +21,10 @@ PAIRS = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
 HALVES = "4g.40gb@0+3g.40gb@4"
 
 
-def later(seconds: float = 30.0) -> float:
-    return time.monotonic() + seconds
+def mix(gpus, plans, demand, *, deadline: float | None = None):
+    """`mix_by_node` with time to spare (or until `deadline`)."""
+    until = time.monotonic() + 30.0 if deadline is None else deadline
+    return mix_by_node(gpus, plans, demand, rebuild=False, work=10.0, deadline=until)
 
 
 def test_each_node_takes_the_plan_that_suits_its_bundles(gpu, want, bundle) -> None:
@@ -35,7 +37,7 @@ def test_each_node_takes_the_plan_that_suits_its_bundles(gpu, want, bundle) -> N
     two = {("a", 0): Layout.parse(HALVES), ("b", 0): Layout.parse(PAIRS)}
     for plan in (one, two):
         assert demand_supply(demand, gpus, plan)[1].met == (1, 1)
-    mixed = mix_by_node(gpus, [one, two], demand, rebuild=False, deadline=later())
+    mixed = mix(gpus, [one, two], demand)
     assert mixed == {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse(PAIRS)}
     assert demand_supply(demand, gpus, mixed)[1].met == (2, 0)
 
@@ -55,7 +57,7 @@ def test_a_bundle_counts_only_where_one_node_holds_it(gpu, want, bundle) -> None
     demand = [bundle(1, {"3g.40gb": 2}), want("7g.80gb", 1)]
     keep = {gpu_key(g): g.layout for g in gpus}
     halves = {key: Layout.parse(HALVES) for key in keep}
-    mixed = mix_by_node(gpus, [keep, halves], demand, rebuild=False, deadline=later())
+    mixed = mix(gpus, [keep, halves], demand)
     assert mixed == {**keep, ("a", 1): Layout.parse(HALVES)}
     assert demand_supply(demand, gpus, mixed)[1].met == (1, 1)
 
@@ -67,7 +69,7 @@ def test_a_plan_evicting_more_than_it_rehosts_still_counts(gpu, want) -> None:
     demand = [want("1g.10gb", 1), want("7g.80gb", 1)]
     keep = {("a", 0): Layout.parse(PAIRS)}
     whole = {("a", 0): Layout.parse("7g.80gb@0")}
-    mixed = mix_by_node(gpus, [keep, whole], demand, rebuild=False, deadline=later())
+    mixed = mix(gpus, [keep, whole], demand)
     assert mixed == whole
 
 
@@ -79,7 +81,7 @@ def test_a_gang_counts_only_whole(gpu, want) -> None:
     demand = [gang, want("1g.10gb", 2)]
     keep = {("a", 0): Layout.parse(HALVES)}
     pairs = {("a", 0): Layout.parse(PAIRS)}
-    mixed = mix_by_node(gpus, [keep, pairs], demand, rebuild=False, deadline=later())
+    mixed = mix(gpus, [keep, pairs], demand)
     assert mixed == pairs
 
 
@@ -89,7 +91,7 @@ def test_of_mixes_meeting_as_much_the_one_changing_fewest_gpus(gpu, want, bundle
     demand = [bundle(1, {"1g.10gb": 7})]
     keep = {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse("-")}
     rebuilt = {("a", 0): Layout.parse(PAIRS), ("b", 0): Layout.parse(PAIRS)}
-    mixed = mix_by_node(gpus, [rebuilt, keep], demand, rebuild=False, deadline=later())
+    mixed = mix(gpus, [rebuilt, keep], demand)
     assert mixed == keep
 
 
@@ -99,14 +101,14 @@ def test_of_choices_alike_the_first_plans(gpu, want) -> None:
     low = {("a", 0): Layout.parse("3g.40gb@0")}
     high = {("a", 0): Layout.parse("3g.40gb@4")}
     demand = [want("3g.40gb", 1)]
-    assert mix_by_node(gpus, [high, low], demand, rebuild=False, deadline=later()) == high
-    assert mix_by_node(gpus, [low, high], demand, rebuild=False, deadline=later()) == low
+    assert mix(gpus, [high, low], demand) == high
+    assert mix(gpus, [low, high], demand) == low
 
 
 def test_no_answer_without_time(gpu, want) -> None:
     gpus = [gpu("H100-80GB", node="a")]
     plan = {("a", 0): Layout.parse("-")}
-    assert mix_by_node(gpus, [plan], [want("1g.10gb", 1)], rebuild=False, deadline=0.0) is None
+    assert mix(gpus, [plan], [want("1g.10gb", 1)], deadline=0.0) is None
 
 
 @given(st.data())
@@ -121,7 +123,7 @@ def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
         {**keep, **make(gpus, demand)}
         for make in (greedy_targets, first_fit_targets, static_targets)
     ]
-    mixed = mix_by_node(gpus, plans, demand, rebuild=False, deadline=later())
+    mixed = mix(gpus, plans, demand)
     assert mixed is not None
     best = max(score(gpus, plan, demand).weighted_met for plan in plans)
     assert score(gpus, mixed, demand).weighted_met >= best
