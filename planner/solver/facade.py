@@ -94,6 +94,12 @@ bench's multi-instance fleet was proven in 0.11 (0.5 s on the wall clock); 0.5 a
 where 0.59 had reached 20,170 of 20,180 (about 2.7 s). A budget in deterministic time gives
 the same plan on any machine; the time limit still bounds it (the time left before the plan's
 assembly), and where that ends it first the plan may differ from run to run."""
+RESHAPE_SECONDS_PER_GPU = 0.15e-3
+"""Time reshaping nodes for bundles (`bundles.py`) takes with the scoring of its plan, per
+GPU: 0.9-1.05 s at 8,000 fragmented GPUs on a slow VM, where the repairs after the stages
+took 2.4 s and an evicting pass ended at 10.6 s of its 10 s. Where less time is left before
+the plan's assembly, it is not tried (the plan may then differ with the machine's speed, as
+where the limit ends a stage)."""
 BUNDLE_SECONDS_PER_GPU = 0.12e-3
 """Kept back on top, per GPU, where pods need several instances on one node: placing them
 node by node (and the repair that reshapes nodes for them) took the time after the stages
@@ -316,7 +322,7 @@ def _choose(
     candidates = [*starts.named(PREVIOUS), mine, *starts.ranked]
     if repair and not _reaches(result, mine[0]):
         note("placing pods that need several instances on one node")
-        candidates += _repaired(gpus, solved, demand, policy)
+        candidates += _repaired(gpus, solved, demand, policy, until=until)
         candidates += _mixed(starts, candidates, bound=result.bound, until=until, note=note)
     return next(
         c for c in sorted(candidates, key=lambda c: c[0], reverse=True) if _allowed(starts, c)
@@ -399,15 +405,17 @@ def _repaired(
     solved: Targets,
     demand: Sequence[DemandItem],
     policy: PolicySpec,
+    *,
+    until: float,
 ) -> Ranked:
     """The solver's plan repaired for pods that need several instances on one node, where
     it counted their instances fleet-wide: stranded instances gathered onto fewer nodes
-    (`gather.py`), and nodes reshaped for bundles still short (`bundles.py`)."""
+    (`gather.py`), and nodes reshaped for bundles still short (`bundles.py`) where that can
+    be done before `until`."""
     rebuild = policy.whole_gpu_rebuild
-    repairs = (
-        (GATHERED, gather(gpus, solved, demand, policy)),
-        (BUNDLES, place_bundles(gpus, solved, demand, policy)),
-    )
+    repairs = [(GATHERED, gather(gpus, solved, demand, policy))]
+    if time.monotonic() + RESHAPE_SECONDS_PER_GPU * len(gpus) <= until:
+        repairs.append((BUNDLES, place_bundles(gpus, solved, demand, policy)))
     return [
         (score(gpus, targets, demand, rebuild=rebuild), name, targets)
         for name, targets in repairs
