@@ -8,18 +8,18 @@ by node, one of those targets, and allocates the demand to the mix exactly: sing
 fleet-wide, each bundle pod on one node, gangs all or nothing (as `gang_allocation.py` does for
 small fleets), so what it counts the mix hosts (the plan's own count past 64 nodes, the
 greedy packing of `allocation.py`, may find a little less, and is what it is ranked by). Most
-demand first, then fewest
-evictions, GPUs changed and nodes touched; the caller ranks its plan with the others on the
-whole objective, so it is returned only where it is better.
+demand first, then fewest evictions, GPUs changed and nodes touched; the caller ranks its plan
+with the others on the whole objective, so it is returned only where it is better.
 
 On the fragmented bench's fleets with multi-instance pods, where no plan at hand met the
 relaxation's bound, the mix met it or nearly: 2,000 GPUs 10,059 weighted (the bound), where
 the best plan at hand (the solver's, bundle instances gathered) met 10,017; 4,000 GPUs 20,170
-of 20,180 in its 2 s (19,949). A node's choices are the distinct targets the plans give it
-(4-5 there), less those another choice beats on every supply at no greater cost; a bundle
-item's pods get a variable per node only where the node's choices could hold one. Its solve
-grows faster than the fleet (0.3-0.4 s at 250 nodes, 5-6 s to prove at 500, 12-20 s at
-1,000), so the caller runs it on fleets of up to `facade.MIX_NODES` nodes, in limited time.
+of 20,180 in its budget, about 2.7 s (19,949). A node's choices are the distinct targets the
+plans give it (4-5 there), less those another choice beats on every supply at no greater
+cost; a bundle item's pods get a variable per node only where the node's choices could hold
+one. Its solve grows faster than the fleet (0.3-0.4 s at 250 nodes, 5-6 s to prove at 500,
+12-20 s at 1,000), so the caller runs it on fleets of up to `facade.MIX_NODES` nodes, in
+limited time.
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def _covers(a: _Choice, b: _Choice) -> bool:
     return (
         all(a.cost[k] <= b.cost[k] for k in range(len(a.cost)))
         and all(a.total[p] >= n for p, n in b.total.items())
-        and all(a.free[p] >= n for p, n in b.free.items())
+        # Free counts may be negative: every profile either has counts.
+        and all(a.free[p] >= b.free[p] for p in a.free.keys() | b.free.keys())
         and all(a.unkept[p] >= n for p, n in b.unkept.items())
     )
 
