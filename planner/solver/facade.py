@@ -91,9 +91,10 @@ answers after 1-2 s) and 12-20 s at 1,000 nodes, where the time limit leaves it 
 MIX_WORK_PER_NODE = 1e-3
 """CP-SAT's deterministic seconds the mix may take, per node: 0.25 at 250 nodes, where the
 bench's multi-instance fleet was proven in 0.11 (0.5 s on the wall clock); 0.5 at 500 nodes,
-where 0.59 had reached 20,170 of 20,180 (about 2.7 s). A budget in deterministic time gives
-the same plan on any machine; the time limit still bounds it (the time left before the plan's
-assembly), and where that ends it first the plan may differ from run to run."""
+where it reaches 20,170 of 20,180 (0.59 deterministic seconds took about 2.7 s). A budget in
+deterministic time gives the same plan on any machine; the time limit still bounds it (the
+time left before the plan's assembly), and where that ends it first the plan may differ from
+run to run."""
 RESHAPE_SECONDS_PER_GPU = 0.15e-3
 """Time reshaping nodes for bundles (`bundles.py`) takes with the scoring of its plan, per
 GPU: 0.9-1.05 s at 8,000 fragmented GPUs on a slow VM, where the repairs after the stages
