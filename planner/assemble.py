@@ -81,8 +81,13 @@ class Supply:
 
     def free_for_pending(self, profile: str) -> int:
         """Free instances left for pending pods once evicted pods are rehosted."""
-        free = self.total[profile] - self.kept_in_use[profile] - self.evicted[profile]
-        return max(free, 0)
+        return max(self.free_unclamped(profile), 0)
+
+    def free_unclamped(self, profile: str) -> int:
+        """Instances of `profile` less those kept in use and those evicted pods need: negative
+        where the evicted pods cannot all be rehosted (what a mix of several nodes' supplies
+        adds up before clamping)."""
+        return self.total[profile] - self.kept_in_use[profile] - self.evicted[profile]
 
     def available(self) -> Available:
         """What each kind of demand may take: explicit totals all of it, pending pods the

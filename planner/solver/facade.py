@@ -51,6 +51,11 @@ from migplan.planner.solver.pools import build_pools, for_demand_alone
 from migplan.planner.solver.previous import PREVIOUS, previous_targets
 from migplan.planner.solver.prune import PendingLp, start_lp
 from migplan.planner.solver.stages import (
+    EVICTIONS,
+    GPUS_CHANGED,
+    HEADROOM,
+    INSTANCES,
+    NODES_TOUCHED,
     PRUNE_SHARE,
     STAGES,
     Criterion,
@@ -341,7 +346,7 @@ def _mixed(starts: _Starts, plans: Ranked, *, bound: float, until: float, note: 
     `MIX_NODES` nodes where none of them meets `bound`, in `MIX_WORK_PER_NODE` a node and
     before `until`; empty where no mix was found in time."""
     gpus = starts.gpus
-    nodes = len({g.node for g in gpus})
+    nodes = starts.pm.node_count()
     now = time.monotonic()
     if nodes > MIX_NODES or until <= now:
         return []
@@ -386,13 +391,13 @@ def _reaches_every_stage(
     )
     reached = {
         DEMAND_STAGE: scored.weighted_met,
-        "evictions": -scored.evictions,
-        "gpus changed": -scored.gpus_changed,
-        "nodes touched": -scored.nodes_touched,
-        "free headroom": scored.headroom,
-        "instances": created,
+        EVICTIONS: -scored.evictions,
+        GPUS_CHANGED: -scored.gpus_changed,
+        NODES_TOUCHED: -scored.nodes_touched,
+        HEADROOM: scored.headroom,
+        INSTANCES: created,
     }
-    return all(s.value == reached.get(s.name, s.value) for s in result.stages)
+    return all(s.name in reached and s.value == reached[s.name] for s in result.stages)
 
 
 def _reaches(result: StagedResult, scored: Score) -> bool:
@@ -605,7 +610,7 @@ def _evicts_nothing(result: StagedResult) -> bool:
     stage = result.stages[-1] if result.stages else None
     return not (
         stage is None
-        or stage.name != "evictions"
+        or stage.name != EVICTIONS
         or stage.status is SolveStatus.NOT_REACHED
         or stage.value
     )
@@ -615,7 +620,7 @@ def _none_evicted(first: StagedResult) -> StagedResult:
     """`first` (the demand stage) followed by an evictions stage settled without solving: a
     plan meeting as much demand evicts no pod, and no plan evicts fewer."""
     stage = SolverStage(
-        name="evictions", sense="min", status=SolveStatus.OPTIMAL, value=0.0, bound=0.0, seconds=0.0
+        name=EVICTIONS, sense="min", status=SolveStatus.OPTIMAL, value=0.0, bound=0.0, seconds=0.0
     )
     return StagedResult(
         values=first.values,

@@ -74,10 +74,7 @@ def _choices(
         targets = dict(zip(keys, afters, strict=True))
         supply = supply_of(fleet, targets, rebuild=rebuild, per_node=True)
         free = Counter(
-            {
-                p: supply.total[p] - supply.kept_in_use[p] - supply.evicted[p]
-                for p in supply.total.keys() | supply.evicted.keys()
-            }
+            {p: supply.free_unclamped(p) for p in supply.total.keys() | supply.evicted.keys()}
         )
         scored = disruption(fleet, targets, weighted_met=0, rebuild=rebuild)
         seen[afters] = _Choice(

@@ -66,16 +66,23 @@ class Criterion:
     bound: Callable[[PlanningModel], int]
 
 
+EVICTIONS = "evictions"
+GPUS_CHANGED = "gpus changed"
+NODES_TOUCHED = "nodes touched"
+HEADROOM = "free headroom"
+INSTANCES = "instances"
+"""The criteria's names after the demand met (`DEMAND_STAGE`), as `SolverStage.name` has them."""
+
 STAGES: tuple[tuple[Criterion, ...], ...] = (
     (Criterion(DEMAND_STAGE, "max", PlanningModel.weighted_met, lambda pm: 0),),
-    (Criterion("evictions", "min", PlanningModel.evictions, PlanningModel.max_evictions),),
+    (Criterion(EVICTIONS, "min", PlanningModel.evictions, PlanningModel.max_evictions),),
     (
-        Criterion("gpus changed", "min", PlanningModel.gpus_changed, PlanningModel.gpu_count),
-        Criterion("nodes touched", "min", PlanningModel.nodes_touched, PlanningModel.node_count),
+        Criterion(GPUS_CHANGED, "min", PlanningModel.gpus_changed, PlanningModel.gpu_count),
+        Criterion(NODES_TOUCHED, "min", PlanningModel.nodes_touched, PlanningModel.node_count),
     ),
     (
-        Criterion("free headroom", "max", PlanningModel.headroom, PlanningModel.max_headroom),
-        Criterion("instances", "min", PlanningModel.created, PlanningModel.max_created),
+        Criterion(HEADROOM, "max", PlanningModel.headroom, PlanningModel.max_headroom),
+        Criterion(INSTANCES, "min", PlanningModel.created, PlanningModel.max_created),
     ),
 )
 DETERMINISTIC_SECONDS_PER_WALL_SECOND = 5.0

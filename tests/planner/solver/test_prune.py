@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from linear_problems import TOP, domains, problems
 from ortools.sat.python import cp_model
 
+from migplan.planner.solver import prune
 from migplan.planner.solver.prune import Relaxation, _weak_duality, fix_within, lp_duals
 
 
@@ -130,3 +131,45 @@ def test_any_row_dual_gives_a_bound_no_solution_beats(dual: float, bound: float)
     assert found == bound
     assert found <= 1
     assert costs.tolist() == [1.0 - max(dual, 0.0)]
+
+
+def _mixed_model(size: int, seed: int) -> cp_model.CpModel:
+    """A model with every kind of row the relaxation meets: plain linear rows (one-sided and
+    ranged), rows under an enforcement literal, rows on a negated literal, and others."""
+    rng = np.random.default_rng(seed)
+    model = cp_model.CpModel()
+    xs = [model.new_int_var(0, int(rng.integers(1, 9)), f"x{i}") for i in range(size)]
+    bs = [model.new_bool_var(f"b{i}") for i in range(size // 10)]
+    for k in range(size):
+        picked = rng.choice(size, size=3, replace=False).tolist()
+        expr = sum(int(rng.integers(1, 5)) * xs[i] for i in picked)
+        if k % 7 == 0:
+            model.add(expr <= int(rng.integers(5, 20))).only_enforce_if(bs[k % len(bs)])
+        elif k % 11 == 0:
+            model.add(bs[k % len(bs)].Not() + xs[picked[0]] >= 1)
+        elif k % 13 == 0:
+            model.add_bool_or([bs[k % len(bs)], bs[(k + 1) % len(bs)]])
+        else:
+            model.add_linear_constraint(expr, int(rng.integers(0, 3)), int(rng.integers(5, 20)))
+    return model
+
+
+def test_reading_a_copy_of_the_model_reads_what_the_model_holds(monkeypatch) -> None:
+    """Large additions are read from a copy of the model (`copied_proto`), small ones from
+    the model itself: either way the relaxation holds the same bounds and rows, also when a
+    later refresh reads only what was added since."""
+    model = _mixed_model(6_000, seed=3)
+    copied = Relaxation()
+    copied.refresh(model)
+    monkeypatch.setattr(prune, "COPY_FROM", 10**9)
+    live = Relaxation()
+    live.refresh(model)
+    assert prune.copied_proto(model) is not None  # the copy path ran above
+    assert copied == live
+    assert len(live.rows) > 4_000  # most rows are plain linear ones
+    extra = model.new_int_var(0, 4, "extra")
+    model.add(extra + model.get_int_var_from_proto_index(0) <= 3)
+    copied.refresh(model)
+    live.refresh(model)
+    assert copied == live
+    assert copied.rows[-1][2:] == (-np.inf, 3.0)
