@@ -74,11 +74,15 @@ def copied_proto(model: cp_model.CpModel) -> cp_model_pb2.CpModelProto | None:
     """`model` as a protobuf message, written by CP-SAT into an anonymous in-memory file and
     parsed back (the binding has no way to serialise to bytes): reading 52,181 variables
     and 48,434 rows of a 40,000-GPU model took 0.32 s this way, 1.43 s from the model itself.
-    None where the platform has no such file (Linux's memfd) or writing fails."""
+    None where the platform has no such file (Linux's memfd; a sandbox may refuse it) or
+    writing fails: the caller then reads the model itself."""
     create = getattr(os, "memfd_create", None)
     if create is None:
         return None
-    fd = create("migplan-cp-model")
+    try:
+        fd = create("migplan-cp-model")
+    except OSError:
+        return None
     with open(fd, "rb") as written:
         if not model.export_to_file(f"/proc/self/fd/{fd}"):
             return None

@@ -173,3 +173,20 @@ def test_reading_a_copy_of_the_model_reads_what_the_model_holds(monkeypatch) -> 
     live.refresh(model)
     assert copied == live
     assert copied.rows[-1][2:] == (-np.inf, 3.0)
+
+
+def test_without_an_in_memory_file_the_model_itself_is_read(monkeypatch) -> None:
+    """Where the platform refuses the in-memory file (a sandbox without memfd), the
+    relaxation reads the live model and holds the same."""
+    model = _mixed_model(6_000, seed=5)
+    copied = Relaxation()
+    copied.refresh(model)
+
+    def refused(name: str) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(prune.os, "memfd_create", refused)
+    assert prune.copied_proto(model) is None
+    live = Relaxation()
+    live.refresh(model)
+    assert live == copied
