@@ -18,7 +18,8 @@ On the fragmented benchmark's 2,000 GPUs with evictions and over-demand, the evi
 stage's LP is tight and fixes about 10,600 of the 21,674 variables (most routes that would
 evict): the GPUs-changed stage took 0.26 s instead of 2.1 s and the headroom stage 0.07 s
 instead of 2.4 s, with the same values. Reading the model and solving the LP take 0.25 s
-there, 0.6 s on 8,000 GPUs (where GPUs changed took 0.7 s instead of 5.5 s).
+there, 0.6 s on 8,000 GPUs (where GPUs changed took 0.7 s instead of 5.5 s); less since a
+large model is read from a copy (`copied_proto`).
 """
 
 from __future__ import annotations
