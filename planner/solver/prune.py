@@ -66,9 +66,10 @@ UNBOUNDED = 2**62
 
 COPY_FROM = 5_000
 """New variables and constraints from which `Relaxation.refresh` reads a copy of the model
-(`copied_proto`) rather than the model itself: CP-SAT's own binding hands out each field
-through a wrapper, about 4x slower than the protobuf module's messages; copying costs about a
-microsecond a variable, reading one row of the live model 10-20."""
+(`copied_proto`) rather than the model itself. CP-SAT's own binding hands out each field
+through a wrapper: on a model of 50,000 variables and 5,000 rows of 10 terms, reading the
+variables took 0.071 s and the rows 0.095 s from the model, 0.019 s and 0.018 s from a copy
+that took 0.016 s to make. Below a few thousand additions the copy costs more than it saves."""
 
 
 def copied_proto(model: cp_model.CpModel) -> cp_model_pb2.CpModelProto | None:

@@ -66,12 +66,12 @@ class Criterion:
     bound: Callable[[PlanningModel], int]
 
 
+# The criteria's names after the demand met (`DEMAND_STAGE`), as `SolverStage.name` has them.
 EVICTIONS = "evictions"
 GPUS_CHANGED = "gpus changed"
 NODES_TOUCHED = "nodes touched"
 HEADROOM = "free headroom"
 INSTANCES = "instances"
-"""The criteria's names after the demand met (`DEMAND_STAGE`), as `SolverStage.name` has them."""
 
 STAGES: tuple[tuple[Criterion, ...], ...] = (
     (Criterion(DEMAND_STAGE, "max", PlanningModel.weighted_met, lambda pm: 0),),

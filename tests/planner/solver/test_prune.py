@@ -135,7 +135,8 @@ def test_any_row_dual_gives_a_bound_no_solution_beats(dual: float, bound: float)
 
 def _mixed_model(size: int, seed: int) -> cp_model.CpModel:
     """A model with every kind of row the relaxation meets: plain linear rows (one-sided and
-    ranged), rows under an enforcement literal, rows on a negated literal, and others."""
+    ranged, some over a literal's negation, which the binding writes as `1 - b`), rows under
+    an enforcement literal, and rows that are not linear."""
     rng = np.random.default_rng(seed)
     model = cp_model.CpModel()
     xs = [model.new_int_var(0, int(rng.integers(1, 9)), f"x{i}") for i in range(size)]
@@ -159,12 +160,22 @@ def test_reading_a_copy_of_the_model_reads_what_the_model_holds(monkeypatch) -> 
     the model itself: either way the relaxation holds the same bounds and rows, also when a
     later refresh reads only what was added since."""
     model = _mixed_model(6_000, seed=3)
+    copies = []
+    copy_of = prune.copied_proto
+
+    def recorded(of: cp_model.CpModel) -> object:
+        copies.append(copy_of(of))
+        return copies[-1]
+
+    monkeypatch.setattr(prune, "copied_proto", recorded)
     copied = Relaxation()
     copied.refresh(model)
+    assert len(copies) == 1  # read from the copy
+    assert copies[0] is not None
     monkeypatch.setattr(prune, "COPY_FROM", 10**9)
     live = Relaxation()
     live.refresh(model)
-    assert prune.copied_proto(model) is not None  # the copy path ran above
+    assert len(copies) == 1  # read from the model itself
     assert copied == live
     assert len(live.rows) > 4_000  # most rows are plain linear ones
     extra = model.new_int_var(0, 4, "extra")
