@@ -201,3 +201,38 @@ def test_without_an_in_memory_file_the_model_itself_is_read(monkeypatch) -> None
     live = Relaxation()
     live.refresh(model)
     assert live == copied
+
+
+def _fresh_request(relaxation: Relaxation, objective: tuple[list[int], list[int]]) -> bytes:
+    """The GLOP request a relaxation with the same bounds and rows writes on its first call."""
+    fresh = Relaxation(
+        lower=list(relaxation.lower), upper=list(relaxation.upper), rows=list(relaxation.rows)
+    )
+    return fresh.request(objective, time_limit=5.0)
+
+
+def test_a_request_brought_up_to_date_equals_one_written_afresh() -> None:
+    """The relaxation keeps its GLOP request and updates it on the next call: after variables
+    were fixed, variables and rows added and the objective changed, it asks GLOP the same as
+    a request written from scratch."""
+    model = _mixed_model(300, seed=7)
+    relaxation = Relaxation()
+    relaxation.refresh(model)
+    first = ([0, 1, 2, 3], [1, 2, 3, 4])
+    assert relaxation.request(first, time_limit=5.0) == _fresh_request(relaxation, first)
+    relaxation.fix(5, 0)
+    relaxation.fix(6, relaxation.upper[6])
+    extra = model.new_int_var(0, 4, "extra")
+    model.add(extra + model.get_int_var_from_proto_index(7) <= 3)
+    relaxation.refresh(model)
+    relaxation.fix(len(relaxation.lower) - 1, 2)
+    second = ([2, 8, len(relaxation.lower) - 1], [-1, 5, 1])
+
+    again = relaxation.request(second, time_limit=5.0)
+
+    assert again == _fresh_request(relaxation, second)
+    parsed = prune.lp_pb2.MPModelRequest.FromString(again).model
+    assert parsed.variable[5].upper_bound == 0.0
+    assert parsed.variable[0].objective_coefficient == 0.0
+    assert parsed.variable[8].objective_coefficient == 5.0
+    assert len(parsed.constraint) == len(relaxation.rows)
