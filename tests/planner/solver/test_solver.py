@@ -5,8 +5,19 @@ from __future__ import annotations
 import pytest
 
 from migplan.planner.api.spec import Disruption, PolicySpec
+from migplan.planner.assemble import gpu_key
 from migplan.planner.hardware.layout import Layout
-from migplan.planner.solver import plan
+from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
+from migplan.planner.solver import facade, plan
+from migplan.planner.solver.objective import score
+from migplan.planner.solver.stages import (
+    EVICTIONS,
+    GPUS_CHANGED,
+    HEADROOM,
+    INSTANCES,
+    NODES_TOUCHED,
+    StagedResult,
+)
 from migplan.planner.validate import validate
 
 NONE = PolicySpec()
@@ -340,3 +351,49 @@ def test_without_evictions_the_demand_lp_runs_while_starting_plans_are_made(
     assert seen[0] == first
     assert result.solver.status == "OPTIMAL"
     assert [d.met for d in result.demand] == [5, 1]
+
+
+def _stages_reached(scored, *, created: int) -> list[SolverStage]:
+    """The stages of a solve whose values are those of a plan scored `scored`."""
+    values = {
+        DEMAND_STAGE: scored.weighted_met,
+        EVICTIONS: -scored.evictions,
+        GPUS_CHANGED: -scored.gpus_changed,
+        NODES_TOUCHED: -scored.nodes_touched,
+        HEADROOM: scored.headroom,
+        INSTANCES: created,
+    }
+    return [
+        SolverStage(
+            name=name, sense="max", status=SolveStatus.OPTIMAL, value=v, bound=v, seconds=0.0
+        )
+        for name, v in values.items()
+    ]
+
+
+def test_a_plan_not_the_solvers_is_proven_only_where_it_reaches_every_stage(gpu, want) -> None:
+    """Where bundles are counted fleet-wide, the solver's stages are proven on a relaxation:
+    a repaired or mixed plan is reported OPTIMAL only where it reaches each stage's value;
+    a stage it is not measured on, or a bound above its demand met, leaves it unproven."""
+    gpus = [gpu("H100-80GB"), gpu("H100-80GB", node="node-2")]
+    demand = [want("3g.40gb", 1)]
+    targets = {gpu_key(g): g.layout for g in gpus}
+    targets[gpu_key(gpus[1])] = Layout.parse("3g.40gb@4")
+    scored = score(gpus, targets, demand)
+    assert scored.weighted_met > 0
+
+    def reaches(stages: list[SolverStage], *, name: str = "repaired", bound: float = 0) -> bool:
+        result = StagedResult(
+            stages=stages, optimal=True, found=True, bound=bound or scored.weighted_met
+        )
+        return facade._reaches_every_stage(result, gpus, (scored, name, targets), rebuild=False)
+
+    stages = _stages_reached(scored, created=1)
+    assert reaches(stages)
+    fewer_instances = [*stages[:-1], stages[-1].model_copy(update={"value": 2.0})]
+    assert not reaches(fewer_instances)
+    assert reaches(fewer_instances, name=facade.SOLVER)  # its stage values by construction
+    unknown = stages[-1].model_copy(update={"name": "a stage added later"})
+    assert not reaches([*stages, unknown])
+    assert not reaches(stages, bound=scored.weighted_met + 1)
+    assert not reaches(stages, name=facade.SOLVER, bound=scored.weighted_met + 1)
