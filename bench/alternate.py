@@ -3,7 +3,8 @@
 `fragmented.py --cli-pythonpath` runs one version over every scenario and then the other:
 on a shared VM whose speed drifts by a fifth within minutes, rows the change cannot touch
 moved as much as the rows it did. Here each scenario's preview runs other-version, this
-version, other, this... `--repeat` times, and the table gives every time, the medians, the
+version, other, this... `--repeat` times, and the table gives every time, the medians (also of
+the CPU seconds each run used: wall time moves with waits for a core, CPU time less), the
 peak RSS and whether both returned the same plan (the plan JSON without its timings).
 
     .venv/bin/python bench/alternate.py --cli-pythonpath DIR [--repeat 3] [--only TEXT]
@@ -73,24 +74,34 @@ def main() -> None:
             inventory, plan = documents(case)
             (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
             (work / "inventory.json").write_text(json.dumps(inventory))
-            runs: dict[str, list[tuple[float, float]]] = {"before": [], "now": []}
+            runs: dict[str, list[tuple[float, float, float]]] = {"before": [], "now": []}
             plans: dict[str, object] = {}
             outcome: dict[str, dict[str, object]] = {}
             for _ in range(args.repeat):
                 for version, env in (("before", other), ("now", mine)):
-                    doc, wall, rss = run_cli(work / "plan.yaml", work / "inventory.json", work, env)
-                    runs[version].append((wall, rss))
+                    doc, wall, rss, cpu = run_cli(
+                        work / "plan.yaml", work / "inventory.json", work, env
+                    )
+                    runs[version].append((wall, rss, cpu))
                     plans[version] = without_timings(doc)
                     outcome[version] = _outcome(doc)
             row = {
                 "scenario": case.name,
                 "gpus": outcome["now"]["gpus"],
-                **{f"{v}_seconds": [round(w, 2) for w, _ in runs[v]] for v in ("before", "now")},
+                **{f"{v}_seconds": [round(w, 2) for w, _, _ in runs[v]] for v in ("before", "now")},
                 **{
-                    f"{v}_median": round(statistics.median(w for w, _ in runs[v]), 2)
+                    f"{v}_median": round(statistics.median(w for w, _, _ in runs[v]), 2)
                     for v in ("before", "now")
                 },
-                **{f"{v}_rss_mib": round(max(r for _, r in runs[v])) for v in ("before", "now")},
+                **{
+                    f"{v}_cpu_seconds": [round(c, 2) for _, _, c in runs[v]]
+                    for v in ("before", "now")
+                },
+                **{
+                    f"{v}_cpu_median": round(statistics.median(c for _, _, c in runs[v]), 2)
+                    for v in ("before", "now")
+                },
+                **{f"{v}_rss_mib": round(max(r for _, r, _ in runs[v])) for v in ("before", "now")},
                 "same_plan": plans["before"] == plans["now"],
                 "before": outcome["before"],
                 "now": outcome["now"],
@@ -100,6 +111,7 @@ def main() -> None:
                 f"{row['scenario']:<40} {row['before_median']:6.2f} -> {row['now_median']:6.2f} s"
                 f"  ({' / '.join(map(str, row['before_seconds']))} | "
                 f"{' / '.join(map(str, row['now_seconds']))})"
+                f"  CPU {row['before_cpu_median']:.2f} -> {row['now_cpu_median']:.2f} s"
                 f"  RSS {row['before_rss_mib']} -> {row['now_rss_mib']} MiB"
                 f"  {'same plan' if row['same_plan'] else 'PLANS DIFFER'}",
                 flush=True,

@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -153,15 +155,26 @@ ANY_VERSION = (
 2026-11-27, migplan.operator.cli.app:main before)."""
 
 
+class CliRun(NamedTuple):
+    """One preview run: its JSON plan, wall seconds, peak RSS in MiB, and the CPU seconds its
+    threads used (user and system; GLOP's and CP-SAT's threads included, so it may exceed the
+    wall time). On a shared VM whose speed drifts, CPU seconds still move with a neighbour's
+    load, but not with time spent waiting for a core."""
+
+    doc: dict[str, object]
+    wall: float
+    rss_mib: float
+    cpu: float
+
+
 def run_cli(
     plan: Path,
     inventory: Path,
     workdir: Path,
     env: dict[str, str],
     previous: Path | None = None,
-) -> tuple[dict[str, object], float, float]:
-    """The preview as a child process (from the plan in `previous`, if given): its JSON
-    plan, wall seconds and peak RSS in MiB."""
+) -> CliRun:
+    """The preview as a child process (from the plan in `previous`, if given)."""
     # With another version first on PYTHONPATH (--cli-pythonpath), the installed script may
     # name an entry point that version lacks: start whichever one it has.
     command = (
@@ -176,24 +189,30 @@ def run_cli(
     with out_path.open("wb") as out, err_path.open("wb") as err:
         started = time.perf_counter()
         child = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        status, peak = _wait_measuring(child.pid)
+        status, peak, usage = _wait_measuring(child.pid)
         wall = time.perf_counter() - started
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise RuntimeError(f"migplan preview failed ({child.returncode}): {err_path.read_text()}")
-    return json.loads(out_path.read_text()), wall, peak / 1024
+    return CliRun(
+        doc=json.loads(out_path.read_text()),
+        wall=wall,
+        rss_mib=peak / 1024,
+        cpu=usage.ru_utime + usage.ru_stime,
+    )
 
 
-def _wait_measuring(pid: int) -> tuple[int, int]:
-    """Wait for `pid`; its exit status and peak resident set in KiB, read from its own
-    memory's high-water mark (/proc VmHWM) every 5 ms. The child's ru_maxrss is no measure:
-    Linux carries the resident size of the process it was forked from (this one, grown by the
-    baselines of earlier scenarios) into it at exec, so later rows read this process's size."""
+def _wait_measuring(pid: int) -> tuple[int, int, resource.struct_rusage]:
+    """Wait for `pid`; its exit status, peak resident set in KiB, read from its own memory's
+    high-water mark (/proc VmHWM) every 5 ms, and its resource usage. The child's ru_maxrss is
+    no measure: Linux carries the resident size of the process it was forked from (this one,
+    grown by the baselines of earlier scenarios) into it at exec, so later rows read this
+    process's size."""
     peak = 0
     while True:
         done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            return status, peak or usage.ru_maxrss
+            return status, peak or usage.ru_maxrss, usage
         try:
             with open(f"/proc/{pid}/status") as proc:
                 for line in proc:
@@ -275,7 +294,7 @@ def _row(
         if json_inventory
         else yaml.safe_dump(inventory_doc, sort_keys=False)
     )
-    doc, wall, rss = run_cli(plan_path, inv_path, workdir, env, previous)
+    doc, wall, rss, _ = run_cli(plan_path, inv_path, workdir, env, previous)
     ours = Plan.model_validate(doc)
 
     manifest = GPUPartitionPlan.model_validate(yaml.safe_load(plan_path.read_text()))
