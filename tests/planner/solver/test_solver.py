@@ -353,16 +353,18 @@ def test_without_evictions_the_demand_lp_runs_while_starting_plans_are_made(
     assert [d.met for d in result.demand] == [5, 1]
 
 
-def _stages_reached(scored, *, created: int) -> list[SolverStage]:
-    """The stages of a solve whose values are those of a plan scored `scored`."""
-    values = {
-        DEMAND_STAGE: scored.weighted_met,
-        EVICTIONS: -scored.evictions,
-        GPUS_CHANGED: -scored.gpus_changed,
-        NODES_TOUCHED: -scored.nodes_touched,
-        HEADROOM: scored.headroom,
-        INSTANCES: created,
-    }
+REACHED = {
+    DEMAND_STAGE: 3.0,  # one 3g.40gb pod: priority 1 x 3 compute slices
+    EVICTIONS: 0.0,
+    GPUS_CHANGED: 1.0,
+    NODES_TOUCHED: 1.0,
+    HEADROOM: 11.0,  # a 7g.80gb fits the empty GPU, a 4g.40gb beside the 3g.40gb
+    INSTANCES: 1.0,
+}
+"""The stage values of the plan below, worked out by hand."""
+
+
+def _stages(values: dict[str, float]) -> list[SolverStage]:
     return [
         SolverStage(
             name=name, sense="max", status=SolveStatus.OPTIMAL, value=v, bound=v, seconds=0.0
@@ -380,20 +382,17 @@ def test_a_plan_not_the_solvers_is_proven_only_where_it_reaches_every_stage(gpu,
     targets = {gpu_key(g): g.layout for g in gpus}
     targets[gpu_key(gpus[1])] = Layout.parse("3g.40gb@4")
     scored = score(gpus, targets, demand)
-    assert scored.weighted_met > 0
 
-    def reaches(stages: list[SolverStage], *, name: str = "repaired", bound: float = 0) -> bool:
-        result = StagedResult(
-            stages=stages, optimal=True, found=True, bound=bound or scored.weighted_met
-        )
+    def reaches(values: dict[str, float], *, name: str = "repaired", bound: float = 3) -> bool:
+        result = StagedResult(stages=_stages(values), optimal=True, found=True, bound=bound)
         return facade._reaches_every_stage(result, gpus, (scored, name, targets), rebuild=False)
 
-    stages = _stages_reached(scored, created=1)
-    assert reaches(stages)
-    fewer_instances = [*stages[:-1], stages[-1].model_copy(update={"value": 2.0})]
-    assert not reaches(fewer_instances)
-    assert reaches(fewer_instances, name=facade.SOLVER)  # its stage values by construction
-    unknown = stages[-1].model_copy(update={"name": "a stage added later"})
-    assert not reaches([*stages, unknown])
-    assert not reaches(stages, bound=scored.weighted_met + 1)
-    assert not reaches(stages, name=facade.SOLVER, bound=scored.weighted_met + 1)
+    assert reaches(REACHED)
+    for stage, value in REACHED.items():
+        other = {**REACHED, stage: value + 1}
+        assert not reaches(other), stage
+        if stage != DEMAND_STAGE:
+            assert reaches(other, name=facade.SOLVER)  # its stage values by construction
+    assert not reaches({**REACHED, "a stage added later": 0.0})
+    assert not reaches(REACHED, bound=4)
+    assert not reaches(REACHED, name=facade.SOLVER, bound=4)
