@@ -108,7 +108,6 @@ def _plan() -> dict:
                 }
             },
             "window": {"start": "* * * * *", "duration": "1h"},
-            "rebalanceSchedule": "* * * * *",
             "rollout": {"maxUnavailable": 10},
         },
     }
@@ -156,7 +155,20 @@ def _first_rollout(cp, run: FleetRun) -> bool:
 
 
 def _shift_and_rebalance(cp, run: FleetRun, *, mid: int) -> bool:
-    """The 2g pods end, whole-GPU pods arrive; wait for the cron rebalance to serve them."""
+    """The 2g pods end, whole-GPU pods arrive; wait for the cron rebalance to serve them.
+
+    The schedule is set only now: a rebalance in the first rollout's last second (its pods
+    running, demand 0/0) replaced that rollout's status before the test read it once, and
+    the first plan's "90/90" was read as "0/0"."""
+    cp.kubectl(
+        "patch",
+        "gpp",
+        "fleet",
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"rebalanceSchedule": "* * * * *"}}),
+    )
     for i in range(mid):
         cp.kubectl("delete", "pod", "-n", NAMESPACE, f"mid-{i}", "--wait=false")
     wait_for(lambda: not any(n.startswith("mid-") for n in _pods(cp)), "the 2g pods to end")
