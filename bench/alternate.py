@@ -27,7 +27,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fragmented import documents, family, run_cli
+from fragmented import CliRun, documents, family, run_cli
 from report import write_json
 
 TIMINGS = {"wallSeconds", "buildSeconds", "seconds"}
@@ -74,34 +74,25 @@ def main() -> None:
             inventory, plan = documents(case)
             (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
             (work / "inventory.json").write_text(json.dumps(inventory))
-            runs: dict[str, list[tuple[float, float, float]]] = {"before": [], "now": []}
+            runs: dict[str, list[CliRun]] = {"before": [], "now": []}
             plans: dict[str, object] = {}
             outcome: dict[str, dict[str, object]] = {}
             for _ in range(args.repeat):
                 for version, env in (("before", other), ("now", mine)):
-                    doc, wall, rss, cpu = run_cli(
-                        work / "plan.yaml", work / "inventory.json", work, env
-                    )
-                    runs[version].append((wall, rss, cpu))
-                    plans[version] = without_timings(doc)
-                    outcome[version] = _outcome(doc)
-            row = {
-                "scenario": case.name,
-                "gpus": outcome["now"]["gpus"],
-                **{f"{v}_seconds": [round(w, 2) for w, _, _ in runs[v]] for v in ("before", "now")},
-                **{
-                    f"{v}_median": round(statistics.median(w for w, _, _ in runs[v]), 2)
-                    for v in ("before", "now")
-                },
-                **{
-                    f"{v}_cpu_seconds": [round(c, 2) for _, _, c in runs[v]]
-                    for v in ("before", "now")
-                },
-                **{
-                    f"{v}_cpu_median": round(statistics.median(c for _, _, c in runs[v]), 2)
-                    for v in ("before", "now")
-                },
-                **{f"{v}_rss_mib": round(max(r for _, r, _ in runs[v])) for v in ("before", "now")},
+                    run = run_cli(work / "plan.yaml", work / "inventory.json", work, env)
+                    runs[version].append(run._replace(doc={}))  # the measures; one plan kept
+                    plans[version] = without_timings(run.doc)
+                    outcome[version] = _outcome(run.doc)
+            row: dict[str, object] = {"scenario": case.name, "gpus": outcome["now"]["gpus"]}
+            for v, measured in runs.items():
+                walls = [r.wall for r in measured]
+                cpus = [r.cpu for r in measured]
+                row[f"{v}_seconds"] = [round(w, 2) for w in walls]
+                row[f"{v}_median"] = round(statistics.median(walls), 2)
+                row[f"{v}_cpu_seconds"] = [round(c, 2) for c in cpus]
+                row[f"{v}_cpu_median"] = round(statistics.median(cpus), 2)
+                row[f"{v}_rss_mib"] = round(max(r.rss_mib for r in measured))
+            row |= {
                 "same_plan": plans["before"] == plans["now"],
                 "before": outcome["before"],
                 "now": outcome["now"],

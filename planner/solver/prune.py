@@ -115,8 +115,6 @@ class Relaxation:
         default_factory=_glop_request, init=False, repr=False, compare=False
     )
     """The GLOP request of the last `request`, kept to be brought up to date (`request`)."""
-    _written: tuple[int, int] = field(default=(0, 0), init=False, compare=False)
-    """Variables and rows already in `_request`."""
     _moved: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     """Variables in `_request` whose bounds `fix` changed since."""
     _costed: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
@@ -177,7 +175,8 @@ class Relaxation:
         serialising. The bytes are the same as a request written afresh (tested).
         """
         variables = self._request.model.variable
-        known, written = self._written
+        constraints = self._request.model.constraint
+        known, written = len(variables), len(constraints)
         for index in self._moved:
             if index < known:
                 variables[index].lower_bound = float(self.lower[index])
@@ -191,13 +190,11 @@ class Relaxation:
         for index, coefficient in zip(*objective, strict=True):
             variables[index].objective_coefficient = float(coefficient)
         self._costed = list(objective[0])
-        constraints = self._request.model.constraint
         for terms, coefficients, lower, upper in self.rows[written:]:
             row = constraints.add()
             row.var_index.extend(terms)
             row.coefficient.extend(coefficients)
             row.lower_bound, row.upper_bound = lower, upper
-        self._written = (len(self.lower), len(self.rows))
         self._request.solver_specific_parameters = self.glop_parameters()
         self._request.solver_time_limit_seconds = time_limit
         return bytes(self._request.SerializeToString())
