@@ -17,7 +17,8 @@ from migplan.planner.api.nodepartition import NodePhase
 
 log = structlog.get_logger("migplan.agent")
 FOLLOW_UP_SECONDS = 2.0
-"""How soon a pass follows one that waits for the device plugin to catch up."""
+"""How soon a pass follows one that waits for the device plugin to catch up, or for evicted
+pods' processes to stop."""
 
 
 @dataclass
@@ -64,7 +65,8 @@ def run(
     before_pass: Any = None,
 ) -> None:
     """Reconcile now, then whenever the NodePartition changes, and every `interval` (every
-    FOLLOW_UP_SECONDS while the device plugin has yet to show what the GPUs hold)."""
+    FOLLOW_UP_SECONDS while the device plugin has yet to show what the GPUs hold, or evicted
+    pods' processes have yet to stop)."""
     while not stop.is_set():
         try:
             if before_pass:
@@ -77,7 +79,9 @@ def run(
             log.exception("pass failed", node=agent.node)
             stop.wait(min(interval, 5))
             continue
-        if status is not None and status.phase is NodePhase.WAITING_FOR_DEVICE_PLUGIN:
+        if status is not None and (
+            status.phase is NodePhase.WAITING_FOR_DEVICE_PLUGIN or status.evicted_pods_stopping()
+        ):
             stop.wait(min(interval, FOLLOW_UP_SECONDS))  # the node, not the partition, moves
             continue
         try:

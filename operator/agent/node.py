@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from migplan.operator.nvml.errors import (
     NvmlError,
 )
 from migplan.planner.api.nodepartition import (
+    EVICTED_PODS_STOPPING,
     Condition,
     ConditionType,
     GpuObserved,
@@ -147,20 +148,10 @@ class NodeAgent:
                 )
             )
         else:
-            worst = next(
-                p
-                for p in (
-                    GpuPhase.INVALID,
-                    GpuPhase.FAILED,
-                    GpuPhase.BLOCKED,
-                    GpuPhase.RESET_REQUIRED,
-                )
-                if p in phases
-            )
-            phase = NodePhase(worst.value)
+            phase, reason = not_ready(outcomes)
             reasons = "; ".join(f"GPU {o.index}: {r}" for o in outcomes for r in o.reasons)
             conditions.append(
-                new_condition(ConditionType.READY, False, worst.value, reasons, generation)
+                new_condition(ConditionType.READY, False, reason, reasons, generation)
             )
         conditions.append(self._profiles_condition(generation))
         conditions.append(
@@ -367,6 +358,23 @@ class NodeAgent:
                     f"{sorted(i for _, i in want)}"
                 )
             time.sleep(0.5)
+
+
+def not_ready(outcomes: Sequence[GpuOutcome]) -> tuple[NodePhase, str]:
+    """The node's phase and its Ready condition's reason after a pass that left GPUs
+    unconverged: the worst GPU's phase, with the reason `EVICTED_PODS_STOPPING` where every
+    blocked GPU waits only for evicted pods' processes to stop and none is worse (the
+    operator waits for those, and fails the node for the rest)."""
+    phases = {o.phase for o in outcomes}
+    worst = next(
+        p
+        for p in (GpuPhase.INVALID, GpuPhase.FAILED, GpuPhase.BLOCKED, GpuPhase.RESET_REQUIRED)
+        if p in phases
+    )
+    stopping = worst is GpuPhase.BLOCKED and all(
+        o.stopping for o in outcomes if o.phase is GpuPhase.BLOCKED
+    )
+    return NodePhase(worst.value), EVICTED_PODS_STOPPING if stopping else worst.value
 
 
 def _mig_count_labels(labels: Mapping[str, str]) -> Counter[str]:

@@ -49,6 +49,9 @@ class GpuOutcome:
     steps: list[str] = field(default_factory=list)
     """NVML changes made, in order (`destroy 1g.10gb@3`, `create 3g.40gb@0`, ...)."""
     reasons: list[str] = field(default_factory=list)
+    stopping: bool = False
+    """Blocked only by processes of pods already evicted: they are stopping, and a later pass
+    goes on once they are gone."""
 
 
 def _blockers(
@@ -56,16 +59,21 @@ def _blockers(
     pids: Mapping[Instance, tuple[int, ...]],
     assigned: Mapping[Instance, str],
     evicted: Collection[str],
-) -> list[str]:
+) -> tuple[list[str], bool]:
+    """Why `removed` cannot go yet, and whether only evicted pods' processes (stopping) hold
+    them."""
     reasons = []
+    stopping = True
     for instance in removed:
         pod = assigned.get(instance)
         if pod and pod not in evicted:
             reasons.append(f"{instance} is used by pod {pod}, which has not been evicted")
+            stopping = False
         elif pids.get(instance):
             who = f" (pod {pod} was evicted; waiting for it to stop)" if pod else ""
             reasons.append(f"{instance} still runs processes {list(pids[instance])}{who}")
-    return reasons
+            stopping = stopping and pod is not None
+    return reasons, stopping
 
 
 def reconcile_gpu(
@@ -144,10 +152,11 @@ def _pass(
     removed = removed_instances(actual, desired, rebuild=rebuild)
     added = added_instances(actual, desired, rebuild=rebuild)
     pids = {i: gi.pids for i, gi in by_instance.items()}
-    blockers = _blockers(removed, pids, assigned, evicted)
+    blockers, stopping = _blockers(removed, pids, assigned, evicted)
     if blockers:
         outcome.phase = GpuPhase.BLOCKED
         outcome.reasons = blockers
+        outcome.stopping = stopping
         outcome.after = actual
         return
     for instance in removed:

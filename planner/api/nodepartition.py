@@ -109,6 +109,14 @@ class NodePhase(StrEnum):
     """The agent cannot use NVML on this node."""
 
 
+EVICTED_PODS_STOPPING = "EvictedPodsStopping"
+"""The Ready condition's reason when a node is Blocked only by processes of pods the plan
+evicted, which are still stopping: the agent passes again soon and goes on once they are
+gone, and the operator waits for that (up to its agent timeout) rather than failing the node.
+Any other Blocked (a pod the plan did not evict, a process outside Kubernetes) stays a
+failure."""
+
+
 class NodePartitionStatus(CamelModel):
     """What the agent found and did."""
 
@@ -117,6 +125,13 @@ class NodePartitionStatus(CamelModel):
     gpu_count: Annotated[int | None, Field(ge=0, description="GPUs seen (for kubectl get)")] = None
     gpus: tuple[GpuObserved, ...] = ()
     conditions: tuple[Condition, ...] = ()
+
+    def evicted_pods_stopping(self) -> bool:
+        """Whether the node waits only for evicted pods' processes to stop."""
+        return self.phase is NodePhase.BLOCKED and any(
+            c.type == ConditionType.READY and c.reason == EVICTED_PODS_STOPPING
+            for c in self.conditions
+        )
 
 
 class NodePartition(CamelModel):

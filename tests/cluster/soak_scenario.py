@@ -98,6 +98,8 @@ class SoakRun:
     invariants: str = ""
     """Empty when every invariant held, else what failed."""
     final: dict = field(default_factory=dict)
+    unfinished: dict[str, str] = field(default_factory=dict)
+    """Node -> step and failure of every node of the last rollout that did not end Done."""
 
     def rss_growth(self, warm_up: float) -> float:
         """Growth of resident memory after `warm_up` seconds: (highest later sample - first
@@ -280,6 +282,11 @@ def run_soak(
             run.final = wait_for(
                 lambda: _settled(cp) and _status(cp), "the last rollout to finish", timeout=settle
             )
+            run.unfinished = {
+                node: f"{r.get('step')}: {r.get('failure')}"
+                for node, r in rollout_nodes(cp, NAME, run.final).items()
+                if r.get("step") != "Done"
+            }
             run.rss_mib.append((run.rss_mib[-1][0] + 1, rss_mib(proc.pid)))
             try:
                 assert_converged(cp, NAME, fleet, rolled_out=False)

@@ -87,6 +87,7 @@ def test_agent_applies_a_partition_and_the_scheduler_uses_it(crds) -> None:
     assert blocked.phase == "Blocked"
     ready = next(c for c in blocked.conditions if c.type == "Ready")
     assert "default/serve-0, which has not been evicted" in ready.message
+    assert ready.reason == "Blocked"  # not EvictedPodsStopping: the operator fails the node
     assert blocked.applied_generation == 1
     assert str(nodes["sim-h100-0"].layout(0)) == "3g.40gb@0+3g.40gb@4"
 

@@ -23,7 +23,7 @@ def test_a_short_soak_keeps_every_invariant(crds) -> None:
         f" RSS {[round(m) for _, m in run.rss_mib]} MiB; API/min {run.api_per_minute}"
     )
     assert not run.invariants, run.invariants
-    assert run.final.get("phase") == "Ready", run.final
+    assert run.final.get("phase") == "Ready", (run.unfinished, run.final.get("conditions"))
     assert run.figures["nodes_reconfigured"] > 0, "the churn never made the operator reshape"
     assert len(run.waits) + run.gave_up == run.arrived, "an arrival neither ran nor gave up"
     assert run.rss_growth(warm_up=45) < 0.25, run.rss_mib

@@ -12,6 +12,7 @@ from migplan.operator.controller.steps import next_step, waiting
 from migplan.operator.gpu_operator import AGENT_OWNED, MIG_MANAGER_DEPLOY_LABEL
 from migplan.operator.kube.bodies import ConditionBody
 from migplan.planner.api.nodepartition import (
+    EVICTED_PODS_STOPPING,
     ConditionType,
     NodePartition,
     NodePartitionSpec,
@@ -102,17 +103,25 @@ class AgentActuator:
             (c for c in status.get("conditions") or [] if c.get("type") == ConditionType.READY),
             ConditionBody(),
         )
-        failed = (
-            status.get("phase") in AGENT_FAILURES
-            and int(ready.get("observedGeneration") or 0) >= generation
-        )
+        answered = int(ready.get("observedGeneration") or 0) >= generation
+        # Evicted pods' processes still stopping: the agent goes on once they are gone.
+        stopping = answered and ready.get("reason") == EVICTED_PODS_STOPPING
+        failed = answered and status.get("phase") in AGENT_FAILURES and not stopping
         if not failed and not setting.late(record):
+            if stopping:
+                return waiting(record, f"waiting for evicted pods to stop: {ready.get('message')}")
             return waiting(record, f"waiting for the agent to apply generation {generation}")
-        why = (
-            f"the agent reports {status.get('phase')}: {ready.get('message', '')}"
-            if failed
-            else f"the agent did not apply generation {generation} in {setting.agent_timeout:.0f} s"
-        )
+        if failed:
+            why = f"the agent reports {status.get('phase')}: {ready.get('message', '')}"
+        elif stopping:
+            why = (
+                f"evicted pods did not stop in {setting.agent_timeout:.0f} s: "
+                f"{ready.get('message', '')}"
+            )
+        else:
+            why = (
+                f"the agent did not apply generation {generation} in {setting.agent_timeout:.0f} s"
+            )
         self._pin(record, seen.layouts)
         return next_step(
             record.model_copy(update={"failure": why}),

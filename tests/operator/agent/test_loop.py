@@ -7,10 +7,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import pytest
+
+from migplan.operator.agent import loop
 from migplan.operator.agent.loop import Health, run
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.planner.api.group import API_VERSION
-from migplan.planner.api.nodepartition import NodePartitionStatus, NodePhase
+from migplan.planner.api.nodepartition import (
+    EVICTED_PODS_STOPPING,
+    Condition,
+    NodePartitionStatus,
+    NodePhase,
+)
 
 NODE = "n1"
 
@@ -23,6 +31,8 @@ class CountingAgent:
     api: InMemoryCluster
     node: str = NODE
     phase: NodePhase = NodePhase.APPLIED
+    reason: str | None = None
+    """The Ready condition's reason the pass reports."""
     seen_version: str | None = None
     passes: list[float] = field(default_factory=list)
 
@@ -30,7 +40,8 @@ class CountingAgent:
         found = self.api.plans.get_node_partition(name=self.node)
         self.seen_version = None if found is None else found["metadata"]["resourceVersion"]
         self.passes.append(time.monotonic())
-        return NodePartitionStatus(phase=self.phase, gpu_count=0)
+        ready = Condition(type="Ready", status="False", reason=self.reason)
+        return NodePartitionStatus(phase=self.phase, gpu_count=0, conditions=(ready,))
 
 
 def _running(agent: CountingAgent, interval: float) -> tuple[threading.Event, threading.Thread]:
@@ -81,6 +92,24 @@ def test_waiting_for_the_device_plugin_passes_again_soon_not_at_once() -> None:
     try:
         time.sleep(0.5)
         assert len(agent.passes) == 1
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(("reason", "soon"), [(EVICTED_PODS_STOPPING, True), ("Blocked", False)])
+def test_evicted_pods_stopping_are_looked_at_again_soon(monkeypatch, reason, soon) -> None:
+    """Blocked by evicted pods' processes, the agent passes again soon (they are stopping);
+    blocked otherwise, it waits for the partition to change or the interval."""
+    monkeypatch.setattr(loop, "FOLLOW_UP_SECONDS", 0.2)
+    cluster = InMemoryCluster()
+    _partition(cluster, "-")
+    agent = CountingAgent(cluster, phase=NodePhase.BLOCKED, reason=reason)
+    stop, thread = _running(agent, interval=30)
+    try:
+        time.sleep(1.0)
+        assert (len(agent.passes) >= 3) is soon
+        assert len(agent.passes) >= 1
     finally:
         stop.set()
         thread.join(timeout=5)

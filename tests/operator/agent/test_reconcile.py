@@ -88,6 +88,7 @@ def test_never_destroys_an_instance_with_processes() -> None:
     outcome = run(fake, "7g.80gb@0")
     assert outcome.phase is GpuPhase.BLOCKED
     assert "still runs processes [7]" in outcome.reasons[0]
+    assert not outcome.stopping  # a process no pod holds is not going away on its own
     assert mutations(fake) == []
 
 
@@ -97,10 +98,12 @@ def test_a_pod_must_be_evicted_first_and_gone() -> None:
     blocked = run(fake, "7g.80gb@0", assigned=held)
     assert blocked.phase is GpuPhase.BLOCKED
     assert "used by pod team/job-1, which has not been evicted" in blocked.reasons[0]
+    assert not blocked.stopping
     fake.attach_process(0, gi=next(iter(fake._gpus[0].instances)), pid=9)
     waiting = run(fake, "7g.80gb@0", assigned=held, evicted={"team/job-1"})
     assert waiting.phase is GpuPhase.BLOCKED
     assert "waiting for it to stop" in waiting.reasons[0]
+    assert waiting.stopping
     fake.detach_processes(0)
     done = run(fake, "7g.80gb@0", assigned=held, evicted={"team/job-1"})
     assert done.phase is GpuPhase.CONVERGED

@@ -16,7 +16,7 @@ from migplan.operator.dra import steer
 from migplan.operator.sim.api_server import InMemoryCluster
 from migplan.operator.sim.dra_slices import PublishedGpu, resource_slices
 from migplan.planner.api.group import API_VERSION, PLANS
-from migplan.planner.api.nodepartition import GpuTarget, NodePhase
+from migplan.planner.api.nodepartition import EVICTED_PODS_STOPPING, GpuTarget, NodePhase
 from migplan.planner.api.spec import Actuator, DraMode
 from migplan.planner.rollout.records import NodeRollout, NodeStep
 
@@ -81,18 +81,24 @@ def agent_applies(cluster: InMemoryCluster) -> None:
     report(cluster, layout=layout, in_use={})
 
 
-def agent_fails(cluster: InMemoryCluster, message: str) -> None:
+def agent_fails(
+    cluster: InMemoryCluster,
+    message: str,
+    *,
+    phase: NodePhase = NodePhase.FAILED,
+    reason: str = "Failed",
+) -> None:
     found = cluster.plans.get_node_partition(name=NODE)
     generation = found["metadata"]["generation"]
     cluster.plans.patch_node_partition_status(
         name=NODE,
         status={
-            "phase": NodePhase.FAILED,
+            "phase": phase,
             "conditions": [
                 {
                     "type": "Ready",
                     "status": "False",
-                    "reason": "Failed",
+                    "reason": reason,
                     "message": message,
                     "observedGeneration": generation,
                 }
@@ -327,6 +333,50 @@ def test_an_agent_failure_ends_the_node_failed_uncordoned_and_pinned(
     assert "GPU 0 as it was" in (final.message or "")
     assert not cordoned(cluster)
     assert layout_written(cluster) == BEFORE  # the agent stops trying
+
+
+STILL_STOPPING = "GPU 0: 1g.10gb@0 still runs processes [9] (pod ml/frag was evicted; waiting)"
+
+
+def test_evicted_pods_still_stopping_are_waited_for_not_failed(cluster: InMemoryCluster) -> None:
+    """The agent reports Blocked while the evicted pod's processes stop (NVML may list them
+    a moment after the pod object is gone): the node waits, and goes on once they stopped."""
+    clock = Clock()
+    steps = stepper(cluster, clock)
+    steps.advance(record())
+    agent_fails(cluster, STILL_STOPPING, phase=NodePhase.BLOCKED, reason=EVICTED_PODS_STOPPING)
+    clock.wait(AGENT_TIMEOUT / 2)
+    waiting = steps.advance(recorded(cluster))
+    assert waiting.step is NodeStep.VERIFYING
+    assert "waiting for evicted pods to stop" in (waiting.message or "")
+    agent_applies(cluster)
+    assert steps.advance(recorded(cluster)).step is NodeStep.DONE
+
+
+def test_evicted_pods_that_never_stop_fail_the_node_at_the_agent_timeout(
+    cluster: InMemoryCluster,
+) -> None:
+    clock = Clock()
+    steps = stepper(cluster, clock)
+    steps.advance(record())
+    agent_fails(cluster, STILL_STOPPING, phase=NodePhase.BLOCKED, reason=EVICTED_PODS_STOPPING)
+    clock.wait(AGENT_TIMEOUT + 1)
+    final = steps.advance(recorded(cluster))
+    assert final.step is NodeStep.FAILED
+    assert "evicted pods did not stop in 600 s" in (final.failure or "")
+    assert not cordoned(cluster)
+
+
+def test_a_node_blocked_by_a_pod_the_plan_did_not_evict_fails_at_once(
+    cluster: InMemoryCluster,
+) -> None:
+    steps = stepper(cluster, Clock())
+    steps.advance(record())
+    message = "GPU 0: 1g.10gb@0 is used by pod ml/other, which has not been evicted"
+    agent_fails(cluster, message, phase=NodePhase.BLOCKED, reason="Blocked")
+    final = steps.advance(recorded(cluster))
+    assert final.step is NodeStep.FAILED
+    assert "ml/other, which has not been evicted" in (final.failure or "")
 
 
 def test_an_agent_that_never_answers_times_out(cluster: InMemoryCluster) -> None:
