@@ -181,6 +181,7 @@ def _solve_stage(
     lp: bool,
     settings: tuple[int, int, bool],
     pending: PendingLp | None = None,
+    degenerate: bool = False,
 ) -> tuple[cp_model.CpSolverStatus, cp_model.CpSolver, Duals | None, float]:
     """Solve `pm` under its objective from the solution `values`: with `lp`, first the LP of
     the objective (fixing what no solution as good as the hint can move) and its
@@ -188,7 +189,8 @@ def _solve_stage(
     if it does not, the whole model. The status, the solver holding the solution, the LP's
     answer (for fixing after the stage) and a bound on the stage's objective that holds for
     the whole model (a neighbourhood's own bound holds only for it). `pending`: the LP,
-    already started by the caller."""
+    already started by the caller; `degenerate`: the stage comes after demand met (its LP's
+    GLOP settings, `prune.GLOP_DEGENERATE`)."""
     workers, seed, interleave = settings
     hinted = _hint(pm.model, values)
     left = deadline - time.monotonic()
@@ -196,7 +198,9 @@ def _solve_stage(
     if pending is not None:
         duals = pending.result()
     elif lp:
-        duals = lp_duals(pm.model, pm.relaxation, time_limit=PRUNE_SHARE * left)
+        duals = lp_duals(
+            pm.model, pm.relaxation, time_limit=PRUNE_SHARE * left, degenerate=degenerate
+        )
     near = None
     if duals is not None and (left := deadline - time.monotonic()) > 0:
         fix_within(pm.model, pm.relaxation, duals, solution=hinted)
@@ -300,6 +304,7 @@ def solve_stages(
             lp=continued or criteria is not stages[-1],
             settings=(workers, seed, interleave),
             pending=lp if criteria is stages[0] else None,
+            degenerate=criteria is not STAGES[0],
         )
         seconds = time.monotonic() - started
         if status == cp_model.MODEL_INVALID:

@@ -14,11 +14,13 @@ from migplan.planner.solver import prune
 from migplan.planner.solver.prune import Relaxation, _weak_duality, fix_within, lp_duals
 
 
-def _fix(model: cp_model.CpModel, *, solution: list[int], time_limit: float) -> int:
+def _fix(
+    model: cp_model.CpModel, *, solution: list[int], time_limit: float, degenerate: bool = False
+) -> int:
     """The stage's LP solved and its fixing applied against `solution`, as `stages.py`
     does; 0 where the LP gives no answer in `time_limit`."""
     relaxation = Relaxation()
-    duals = lp_duals(model, relaxation, time_limit=time_limit)
+    duals = lp_duals(model, relaxation, time_limit=time_limit, degenerate=degenerate)
     return 0 if duals is None else fix_within(model, relaxation, duals, solution=solution)
 
 
@@ -61,16 +63,18 @@ def test_every_solution_as_good_survives_the_fixing(problem) -> None:
             assert all(lo <= x <= hi for x, (lo, hi) in zip(point, left, strict=True)), point
 
 
-def test_a_variable_that_only_costs_more_is_fixed_and_the_others_are_not() -> None:
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_a_variable_that_only_costs_more_is_fixed_and_the_others_are_not(degenerate) -> None:
     """Cover one unit with x or y (cost 1 each) or z (cost 3): no optimal plan uses z, so it
-    is fixed at 0; x and y both appear in optimal plans and stay free."""
+    is fixed at 0; x and y both appear in optimal plans and stay free. The same with the
+    GLOP settings of a later stage's LP (perturbed costs, two tied optima here)."""
     model = cp_model.CpModel()
     x, y, z = (model.new_int_var(0, 4, name) for name in "xyz")
     model.add(x + y + z >= 1)
     model.minimize(x + y + 3 * z)
     _, solution = _solve(model)
 
-    assert _fix(model, solution=solution, time_limit=10.0) == 1
+    assert _fix(model, solution=solution, time_limit=10.0, degenerate=degenerate) == 1
     assert domains(model) == [(0, 4), (0, 4), (0, 0)]
     assert _solve(model)[0] == 1
 

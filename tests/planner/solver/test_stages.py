@@ -31,8 +31,8 @@ def test_a_stage_whose_lp_outlasts_the_deadline_keeps_its_start(
     not hand it one."""
     lp_duals = stages.lp_duals
 
-    def slow(model, relaxation, *, time_limit):
-        found = lp_duals(model, relaxation, time_limit=time_limit)
+    def slow(model, relaxation, *, time_limit, degenerate=False):
+        found = lp_duals(model, relaxation, time_limit=time_limit, degenerate=degenerate)
         time.sleep(time_limit + 0.3)
         return found
 
