@@ -55,12 +55,12 @@ things (GPUs changed, nodes touched), so many bases tie and the plain dual simpl
 them. The 40,000-GPU fleet's GPUs-changed LP (10 % of variables fixed) took 0.34 s instead of
 1.9 s, which often ran out of its share of the time and left that stage not reached (whether
 it is reached now depends on the time left when it starts); 8,000 GPUs: 0.06 s instead of
-0.10 s. The same optimum on every LP measured, and the bound is computed from
-whatever duals GLOP returns (`_weak_duality`). Not for the demand stage's LP (0.76 -> 0.90 s
-at 40,000 GPUs, 0.15 -> 0.20 s at 8,000), nor for the evictions LP, which GLOP solves beside
-other work (`facade._stage_lp`): perturbed, it was 0.16-0.63 s faster on its own, but its
-other duals fix other variables, and on 8,000 GPUs with gangs the headroom stage then started
-from a plan it did not improve in 2.4 s (OPTIMAL became FEASIBLE, 7.3 s became 9.0 s)."""
+0.10 s. The same optimum on every LP measured, and the bound is computed from whatever duals
+GLOP returns (`_weak_duality`). Not for the demand stage's LP (0.76 -> 0.90 s at 40,000 GPUs,
+0.15 -> 0.20 s at 8,000), nor for the evictions LP, which GLOP solves beside other work
+(`facade._stage_lp`): perturbed, it was 0.02-0.63 s faster on its own, but its other duals
+fix other variables, and on 8,000 GPUs with gangs the headroom stage then started from a plan
+it did not improve in 2.4 s (OPTIMAL became FEASIBLE, 7.3 s became 9.0 s)."""
 GLOP_WIDE = "use_dual_simplex: false use_preprocessing: false"
 """The primal simplex where columns outnumber rows `WIDE` times over (the models that count
 each node's instances): 0.21 s and 0.36 s against 1.0 s and 1.7 s with the dual simplex on

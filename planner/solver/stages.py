@@ -189,8 +189,8 @@ def _solve_stage(
     if it does not, the whole model. The status, the solver holding the solution, the LP's
     answer (for fixing after the stage) and a bound on the stage's objective that holds for
     the whole model (a neighbourhood's own bound holds only for it). `pending`: the LP,
-    already started by the caller; `degenerate`: the stage comes after demand met (its LP's
-    GLOP settings, `prune.GLOP_DEGENERATE`)."""
+    already started by the caller; `degenerate`: the stage comes after demand met (the GLOP
+    settings of the LP it solves itself, `prune.GLOP_DEGENERATE`; not `pending`'s)."""
     workers, seed, interleave = settings
     hinted = _hint(pm.model, values)
     left = deadline - time.monotonic()
