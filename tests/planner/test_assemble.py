@@ -1,0 +1,59 @@
+"""The digest that names a plan's inputs (`input_hash`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from migplan.operator.cli.files import load_inventory, load_plan_manifest
+from migplan.planner.api.inventory import Inventory
+from migplan.planner.api.spec import PlanSpec
+from migplan.planner.assemble import input_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _inputs() -> tuple[PlanSpec, Inventory]:
+    spec = load_plan_manifest(ROOT / "examples" / "plan.yaml").spec
+    inventory = load_inventory(ROOT / "examples" / "cluster.yaml")
+    return spec, inventory
+
+
+def test_the_same_inputs_read_twice_give_the_same_digest() -> None:
+    first, second = _inputs(), _inputs()
+    assert first[1] is not second[1]
+    assert input_hash(*first) == input_hash(*second)
+    assert input_hash(*first).startswith("sha256:")
+    assert len(input_hash(*first)) == len("sha256:") + 64
+
+
+def test_any_change_to_an_input_changes_the_digest() -> None:
+    spec, inventory = _inputs()
+    node = inventory.nodes[0]
+    gpu = node.gpus[0].model_copy(update={"in_use": {}})
+    freed = inventory.model_copy(update={"nodes": (node.model_copy(update={"gpus": (gpu,)}),)})
+    relabelled = inventory.model_copy(
+        update={"nodes": (node.model_copy(update={"labels": {"team": "x"}}), *inventory.nodes[1:])}
+    )
+    longer = spec.model_copy(update={"solver": spec.solver.model_copy(update={"workers": 2})})
+    digests = {
+        input_hash(spec, inventory),
+        input_hash(spec, freed),
+        input_hash(spec, relabelled),
+        input_hash(longer, inventory),
+    }
+    assert len(digests) == 4
+
+
+def test_parts_do_not_run_together() -> None:
+    spec, inventory = _inputs()
+    nodes = list(inventory.nodes)
+    digests = {
+        input_hash(spec, inventory),
+        input_hash(inventory, spec),
+        input_hash(spec, None, inventory),
+        input_hash(spec, [], inventory),
+        input_hash(nodes[:1], nodes[1:]),
+        input_hash(nodes[:2], nodes[2:]),
+        input_hash(nodes),
+    }
+    assert len(digests) == 7
