@@ -26,6 +26,7 @@ from migplan.operator.kueue.workloads import read_pending
 from migplan.operator.pod_groups import GangReading
 from migplan.operator.skipped import Skipped, guarded, why_invalid
 from migplan.planner.api.inventory import (
+    Checked,
     GpuInfo,
     Inventory,
     NodeInfo,
@@ -144,7 +145,7 @@ def read_inventory(api: Kube, *, catalog: Catalog | None = None) -> ClusterSnaps
     dra = read_dra(api)
     nodes, left_out, left_out_labels = [], {}, {}
     skipped: list[Skipped] = []
-    checked: dict[Any, str | None] = {}
+    checked: Checked = {}
     fresh: dict[ReportKey, tuple[GpuInfo, ...]] = {}
     for node in api.core.list_nodes(label_selector=MIG_CAPABLE):
         name = node.metadata.name

@@ -103,3 +103,45 @@ def test_a_pass_reuses_only_the_nodes_whose_reports_are_the_same_objects(catalog
     assert memo.lookup(read_again.nodes[1], catalog) is None
     with pytest.raises(MigplanInputError, match="node a gpu 0"):
         resolve_inventory(Inventory.model_validate(_fleet("9g.80gb@0")), catalog, memo=memo)
+
+
+def test_gpus_of_one_case_keep_their_own_pods_and_uuids(catalog) -> None:
+    """GPUs alike in model, layout and which instances are in use are checked once; each
+    still gets its own pods, sharers and UUID, and a GPU that differs is checked anew."""
+
+    def gpu(index: int, pod: str, model: str = "H100-80GB") -> dict[str, object]:
+        return {
+            "index": index,
+            "model": model,
+            "uuid": f"GPU-{pod}",
+            "layout": "3g.40gb@0+3g.40gb@4",
+            "inUse": {"3g.40gb@0": f"ns/{pod}", "3g.40gb@4": f"ns/{pod}-b"},
+            "sharedWith": {"3g.40gb@4": [f"ns/{pod}-c"]},
+        }
+
+    inventory = Inventory.model_validate(
+        {
+            "nodes": [
+                {"name": "n1", "gpus": [gpu(0, "a"), gpu(1, "b")]},
+                {"name": "n2", "gpus": [gpu(0, "c"), gpu(1, "d", "NVIDIA-H100-80GB-HBM3")]},
+            ]
+        }
+    )
+    states = resolve_inventory(inventory, catalog)
+    assert [(s.node, s.index, s.uuid) for s in states] == [
+        ("n1", 0, "GPU-a"),
+        ("n1", 1, "GPU-b"),
+        ("n2", 0, "GPU-c"),
+        ("n2", 1, "GPU-d"),
+    ]
+    for state, pod in zip(states, "abcd", strict=True):
+        assert {str(i): p for i, p in state.pins.items()} == {
+            "3g.40gb@0": f"ns/{pod}",
+            "3g.40gb@4": f"ns/{pod}-b",
+        }
+        assert {str(i): p for i, p in state.sharers.items()} == {"3g.40gb@4": (f"ns/{pod}-c",)}
+    assert {s.model.model for s in states} == {"H100-80GB"}
+    broken = inventory.model_copy(deep=True)
+    broken.nodes[1].gpus[0].in_use["4g.40gb@0"] = "ns/e"  # as n1's GPUs but for this: checked
+    with pytest.raises(MigplanInputError, match="node n2 gpu 0: in-use instance 4g.40gb@0"):
+        resolve_inventory(broken, catalog)
