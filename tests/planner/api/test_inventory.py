@@ -143,5 +143,5 @@ def test_gpus_of_one_case_keep_their_own_pods_and_uuids(catalog) -> None:
     assert {s.model.model for s in states} == {"H100-80GB"}
     broken = inventory.model_copy(deep=True)
     broken.nodes[1].gpus[0].in_use["4g.40gb@0"] = "ns/e"  # as n1's GPUs but for this: checked
-    with pytest.raises(MigplanInputError, match="node n2 gpu 0: in-use instance 4g.40gb@0"):
+    with pytest.raises(MigplanInputError, match=r"node n2 gpu 0: in-use instance 4g\.40gb@0"):
         resolve_inventory(broken, catalog)
