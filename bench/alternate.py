@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -40,6 +41,11 @@ def without_timings(doc: object) -> object:
     if isinstance(doc, list):
         return [without_timings(v) for v in doc]
     return doc
+
+
+def _decisions(doc: dict) -> dict:
+    """A plan without the digest of its inputs."""
+    return {k: v for k, v in doc.items() if k != "inputHash"}
 
 
 def _outcome(doc: dict) -> dict:
@@ -92,8 +98,12 @@ def main() -> None:
                 row[f"{v}_cpu_seconds"] = [round(c, 2) for c in cpus]
                 row[f"{v}_cpu_median"] = round(statistics.median(cpus), 2)
                 row[f"{v}_rss_mib"] = round(max(r.rss_mib for r in measured))
+            before, now = (cast(dict, plans[v]) for v in ("before", "now"))
             row |= {
-                "same_plan": plans["before"] == plans["now"],
+                # The digest of the inputs is compared apart: a version may compute it
+                # another way without planning anything differently.
+                "same_plan": _decisions(before) == _decisions(now),
+                "same_digest": before.get("inputHash") == now.get("inputHash"),
                 "before": outcome["before"],
                 "now": outcome["now"],
             }
@@ -104,7 +114,8 @@ def main() -> None:
                 f"{' / '.join(map(str, row['now_seconds']))})"
                 f"  CPU {row['before_cpu_median']:.2f} -> {row['now_cpu_median']:.2f} s"
                 f"  RSS {row['before_rss_mib']} -> {row['now_rss_mib']} MiB"
-                f"  {'same plan' if row['same_plan'] else 'PLANS DIFFER'}",
+                f"  {'same plan' if row['same_plan'] else 'PLANS DIFFER'}"
+                f"{'' if row['same_digest'] else ' (input digests differ)'}",
                 flush=True,
             )
             if not row["same_plan"]:
