@@ -690,3 +690,28 @@ def test_an_equally_weighted_allocation_past_256_is_as_good(gpu, want) -> None:
         }
     )
     assert problems_of(swapped, gpus, demand, frozen) == []
+
+
+def test_gpus_alike_but_for_their_pods_are_each_held_to_their_own(gpu, want) -> None:
+    """GPUs of one model, layout and plan share every check but the pods': each must evict
+    exactly the pods on it, and a plan that swaps two GPUs' evictions is refused for both."""
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@3", node=node, pins={"1g.10gb@3": f"ns/{node}"})
+        for node in ("a", "b", "c")
+    ]
+    demand = [want("7g.80gb", 2)]
+    result = plan(gpus, demand, EVICT)
+    assert problems_of(result, gpus, demand, EVICT) == []
+    changed = [n for n, g in enumerate(result.gpus) if g.evict]
+    assert [result.gpus[n].evict for n in changed] == [(f"ns/{gpus[n].node}",) for n in changed]
+    first, second = changed
+    swapped = tamper_gpu(
+        tamper_gpu(result, first, evict=result.gpus[second].evict),
+        second,
+        evict=result.gpus[first].evict,
+    )
+    found = problems_of(swapped, gpus, demand, EVICT)
+    assert [(p.where, "needs exactly" in p.message) for p in found] == [
+        (gpus[first].name, True),
+        (gpus[second].name, True),
+    ]
