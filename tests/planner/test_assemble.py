@@ -57,3 +57,14 @@ def test_parts_do_not_run_together() -> None:
         input_hash(nodes),
     }
     assert len(digests) == 7
+
+
+def test_the_order_of_a_mapping_does_not_change_the_digest() -> None:
+    spec, inventory = _inputs()
+    node = inventory.nodes[0]
+    labels = dict(reversed(list(node.labels.items())))
+    assert list(labels) != list(node.labels)
+    reordered = inventory.model_copy(
+        update={"nodes": (node.model_copy(update={"labels": labels}), *inventory.nodes[1:])}
+    )
+    assert input_hash(spec, reordered) == input_hash(spec, inventory)
