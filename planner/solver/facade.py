@@ -44,6 +44,7 @@ from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.explain import Explainer
 from migplan.planner.solver.gather import gather
 from migplan.planner.solver.hints import carry_over, hint_from_targets, keeping_more
+from migplan.planner.solver.linear import maximize
 from migplan.planner.solver.model import PlanningModel, node_groups
 from migplan.planner.solver.node_mix import mix_by_node
 from migplan.planner.solver.objective import Score, disruption, score
@@ -470,7 +471,7 @@ def _stage_lp(
     expr = combined(pm, criteria)
     if isinstance(expr, int):
         return None
-    pm.model.maximize(expr)
+    maximize(pm.model, expr)
     return start_lp(pm.model, pm.relaxation, time_limit=PRUNE_SHARE * (until - time.monotonic()))
 
 

@@ -39,6 +39,7 @@ from migplan.planner.demand import DemandItem, DemandKind, demand_weight
 from migplan.planner.fleet import Fleet
 from migplan.planner.gang_allocation import tie_gangs
 from migplan.planner.hardware.layout import Layout
+from migplan.planner.solver.linear import maximize
 from migplan.planner.solver.objective import disruption
 
 Targets = Mapping[GpuKey, Layout]
@@ -238,7 +239,7 @@ class _MixModel:
                 ):
                     terms.append(pick)
                     weights.append(-cost)
-        self.model.maximize(cp_model.LinearExpr.weighted_sum(terms, weights))
+        maximize(self.model, cp_model.LinearExpr.weighted_sum(terms, weights))
 
 
 def mix_by_node(

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
+from migplan.planner.solver.linear import maximize
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.neighbourhood import FOUND, solve_neighbourhood
 from migplan.planner.solver.prune import Duals, PendingLp, fix_within, lp_duals
@@ -295,7 +296,7 @@ def solve_stages(
             continue
         if progress:
             progress(f"solving stage {n + 1} ({', '.join(c.name for c in criteria)})")
-        pm.model.maximize(expr)
+        maximize(pm.model, expr)
         started = time.monotonic()
         status, solver, duals, bound = _solve_stage(
             pm,
