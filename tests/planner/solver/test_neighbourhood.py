@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import product
 
+import pytest
 from hypothesis import assume, given, settings
 from linear_problems import TOP, domains, problems
 from ortools.sat.python import cp_model
@@ -20,9 +21,12 @@ def _solver() -> cp_model.CpSolver:
     return solver
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @settings(max_examples=80, deadline=None)
 @given(problems(4))
-def test_the_neighbourhood_is_no_worse_than_the_hint_and_a_proof_is_the_optimum(problem) -> None:
+def test_the_neighbourhood_is_no_worse_than_the_hint_and_a_proof_is_the_optimum(
+    wide, problem
+) -> None:
     costs, rows, hint = problem
     feasible = [
         point
@@ -42,7 +46,7 @@ def test_the_neighbourhood_is_no_worse_than_the_hint_and_a_proof_is_the_optimum(
     assert duals is not None
     before = domains(model)
 
-    found = solve_neighbourhood(model, duals, hint, solver=_solver())
+    found = solve_neighbourhood(model, duals, hint, solver=_solver(), wide=wide)
 
     assert domains(model) == before
     assert list(model.proto.solution_hint.values) == hint
@@ -81,3 +85,30 @@ def test_a_fractional_lp_bound_is_rounded_up_to_prove() -> None:
     assert duals.bound == 1.5
     assert duals.proves([2])
     assert not duals.proves([3])
+
+
+def test_the_wide_neighbourhood_frees_what_the_lp_is_indifferent_to() -> None:
+    """Minimise 2a + 3b + c with 2a + c >= 3 and 2b <= 1, from a = 2, b = 0, c = 2 (6). The
+    LP (a = 0.5, b = 0, c = 2: 3) agrees with the hint on c, so the neighbourhood keeps c at 2
+    and reaches 4; c costs the LP nothing to move (reduced cost 0), so the wide one frees it
+    and reaches a = 1, c = 1: 3, the LP's bound. b, which would cost the LP 3, stays fixed."""
+    model = cp_model.CpModel()
+    a, b, c = (model.new_int_var(0, 2, name) for name in "abc")
+    model.add(2 * a + c >= 3)
+    model.add(2 * b <= 1)
+    model.minimize(2 * a + 3 * b + c)
+    hint = [2, 0, 2]
+    for x, value in zip((a, b, c), hint, strict=True):
+        model.add_hint(x, value)
+    duals = lp_duals(model, Relaxation(), time_limit=10.0)
+    assert duals is not None
+    assert list(duals.values) == [0.5, 0.0, 2.0]
+    assert list(duals.costs) == [0.0, 3.0, 0.0]
+
+    tight = solve_neighbourhood(model, duals, hint, solver=_solver())
+    wide = solve_neighbourhood(model, duals, hint, solver=_solver(), wide=True)
+
+    assert tight == [1, 0, 2]
+    assert not duals.proves(tight)
+    assert wide == [1, 0, 1]
+    assert duals.proves(wide)

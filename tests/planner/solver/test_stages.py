@@ -79,3 +79,30 @@ def test_too_late_for_the_evictions_stage_the_demand_stages_plan_stands_unproven
     assert late.solver.status == "FEASIBLE"
     assert [s.name for s in late.solver.stages] == ["demand met"]
     assert late.summary.met == in_time.summary.met
+
+
+@pytest.mark.parametrize(("unit", "reached"), [(1, [1, 0, 1]), (2, [1, 0, 2])])
+def test_the_wide_neighbourhood_is_tried_where_the_first_criterion_may_improve(
+    unit: int, reached: list[int]
+) -> None:
+    """Minimise 2a + 3b + c with 2a + c >= 3 and 2b <= 1, from a = 2, b = 0, c = 2: the
+    neighbourhood reaches 4 against the LP's bound of 3 (`test_neighbourhood.py`). With the
+    first criterion weighing 1 the gap may be a better plan, and the wide neighbourhood
+    finds 3; weighing 2, the gap of 1 is below one unit of it and only later criteria could
+    improve: the neighbourhood's best stands for the whole model to settle."""
+    from migplan.planner.solver.prune import Relaxation, lp_duals
+
+    model = cp_model.CpModel()
+    a, b, c = (model.new_int_var(0, 2, name) for name in "abc")
+    model.add(2 * a + c >= 3)
+    model.add(2 * b <= 1)
+    model.minimize(2 * a + 3 * b + c)
+    duals = lp_duals(model, Relaxation(), time_limit=10.0)
+    assert duals is not None
+    hinted = stages._hint(model, {0: 2, 1: 0, 2: 2})
+
+    _, found = stages._neighbourhoods(
+        model, duals, hinted, deadline=time.monotonic() + 10, settings=(1, 0, True), unit=unit
+    )
+
+    assert found == reached
