@@ -200,7 +200,7 @@ def _check_case(gpu: GpuState, gp: GpuPlan, memo: _Memo) -> _Case:
     return _Case(problems=tuple(problems), destroyed=destroyed, has_instances=bool(after))
 
 
-def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec, memo: _Memo) -> list[str]:
+def _check_gpu(gpu: GpuState, gp: GpuPlan, memo: _Memo) -> list[str]:
     case = memo.case(gpu, gp)
     problems = list(case.problems)
     must_go = gpu.holders(case.destroyed) if case.destroyed else []
@@ -210,7 +210,7 @@ def _check_gpu(gpu: GpuState, gp: GpuPlan, policy: PolicySpec, memo: _Memo) -> l
         problems.append(
             f"evicts {list(gp.evict)} but destroying in-use instances needs exactly {must_go}"
         )
-    if must_go and policy.disruption is not Disruption.EVICT:
+    if must_go and memo.policy.disruption is not Disruption.EVICT:
         problems.append(f"destroys instances in use by {must_go} under disruption: none")
     return problems
 
@@ -405,7 +405,7 @@ def problems_of(
     problems = [
         Problem(f"{gpu.name}", message)
         for gpu, gp in zip(gpus, plan.gpus, strict=True)
-        for message in _check_gpu(gpu, gp, policy, memo)
+        for message in _check_gpu(gpu, gp, memo)
     ]
     changed = [gp for gp in plan.gpus if gp.operations]
     nodes = {gp.node for gp in changed}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -221,11 +221,19 @@ class GpuState:
         return f"{self.node}/gpu-{self.index}"
 
 
-Checked = dict[tuple[object, ...], object]
-"""What `resolve_node` has checked, across nodes: per GPU case (model and layout as written,
-in-use and shared instances, MIG mode, a whole-GPU pod or not) the model, layout and
-instances parsed. The bench's 40,000 GPUs are 4,463 cases (resolving them: 0.43-0.49 s to
-0.34-0.41 s)."""
+_Case = tuple[GpuModel, Layout, tuple[Instance, ...], tuple[Instance, ...]]
+_CaseKey = tuple[str, str, tuple[str, ...], tuple[str, ...], bool, bool]
+
+
+@dataclass
+class Checked:
+    """What `resolve_node` has checked, across nodes: each layout's first problem (or None),
+    and per GPU case (model and layout as written, in-use and shared instances, MIG mode, a
+    whole-GPU pod or not) the model, layout and instances parsed. The bench's 40,000 GPUs are
+    4,463 cases (resolving them: 0.43-0.49 s to 0.34-0.41 s)."""
+
+    layouts: dict[tuple[str, Layout], str | None] = field(default_factory=dict)
+    cases: dict[_CaseKey, _Case] = field(default_factory=dict)
 
 
 def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog, checked: Checked) -> GpuState:
@@ -237,10 +245,10 @@ def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog, checked: Checke
         gpu.mig_enabled,
         bool(gpu.whole_gpu_pod),
     )
-    known = checked.get(case)
+    known = checked.cases.get(case)
     if known is None:
-        known = checked[case] = _check_gpu_case(node, gpu, catalog, checked)
-    model, layout, pinned, shared = cast(_Case, known)
+        known = checked.cases[case] = _check_gpu_case(node, gpu, catalog, checked.layouts)
+    model, layout, pinned, shared = known
     return GpuState(
         node=node.name,
         index=gpu.index,
@@ -254,10 +262,9 @@ def _resolve_gpu(node: NodeInfo, gpu: GpuInfo, catalog: Catalog, checked: Checke
     )
 
 
-_Case = tuple[GpuModel, Layout, tuple[Instance, ...], tuple[Instance, ...]]
-
-
-def _check_gpu_case(node: NodeInfo, gpu: GpuInfo, catalog: Catalog, checked: Checked) -> _Case:
+def _check_gpu_case(
+    node: NodeInfo, gpu: GpuInfo, catalog: Catalog, checked: dict[tuple[str, Layout], str | None]
+) -> _Case:
     """The GPU's model, layout, in-use and shared instances, parsed and checked; raises
     MigplanInputError naming the node and GPU."""
     where = f"inventory: node {node.name} gpu {gpu.index}"
@@ -298,7 +305,7 @@ def resolve_node(
 ) -> list[GpuState]:
     """The node's GPUs checked against `catalog` (`checked` caches layout checks across
     nodes); raises MigplanInputError naming the node and GPU, as `resolve_inventory` does."""
-    checked = {} if checked is None else checked
+    checked = Checked() if checked is None else checked
     indices = [g.index for g in node.gpus]
     if len(set(indices)) != len(indices):
         raise MigplanInputError(f"inventory: node {node.name} lists a GPU index twice")
@@ -376,7 +383,7 @@ def resolve_inventory(
     layout, an in-use instance missing from the layout, or a duplicate node or GPU index.
     """
     seen_nodes: set[str] = set()
-    checked: Checked = {}
+    checked = Checked()
     states = []
     fresh: dict[str, tuple[Catalog, tuple[GpuInfo, ...], list[GpuState]]] = {}
     for node in inventory.nodes:

@@ -41,7 +41,6 @@ that stage's result may differ between runs (proven stages never do).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -130,18 +129,26 @@ class StagedResult:
         return 0 if var is None else self.values.get(var.index, 0)
 
 
-def combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.LinearExprT:
-    """Criteria in priority order as one expression to maximise, with separating weights."""
-    expressions: list[cp_model.LinearExprT] = []
-    weights: list[int] = []
+def weights(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> list[int]:
+    """Each criterion's weight in its stage's objective, in priority order: one unit of a
+    criterion outweighs the largest possible total of everything after it."""
+    found: list[int] = []
     weight = 1
     for c in reversed(criteria):
-        expressions.append(c.expression(pm))
-        weights.append(weight if c.sense == "max" else -weight)
+        found.append(weight)
         weight *= c.bound(pm) + 1
+    return found[::-1]
+
+
+def combined(pm: PlanningModel, criteria: tuple[Criterion, ...]) -> cp_model.LinearExprT:
+    """Criteria in priority order as one expression to maximise, with separating weights."""
+    expressions = [c.expression(pm) for c in criteria]
     if all(isinstance(e, int) for e in expressions):
         return 0
-    return cp_model.LinearExpr.weighted_sum(expressions, weights)
+    signed = [
+        w if c.sense == "max" else -w for c, w in zip(criteria, weights(pm, criteria), strict=True)
+    ]
+    return cp_model.LinearExpr.weighted_sum(expressions, signed)
 
 
 def _solver(left: float, workers: int, seed: int, *, interleave: bool) -> cp_model.CpSolver:
@@ -344,7 +351,7 @@ def solve_stages(
             settings=(workers, seed, interleave),
             pending=lp if criteria is stages[0] else None,
             degenerate=criteria is not STAGES[0],
-            unit=math.prod(c.bound(pm) + 1 for c in criteria[1:]),
+            unit=weights(pm, criteria)[0],
         )
         seconds = time.monotonic() - started
         if status == cp_model.MODEL_INVALID:
