@@ -40,8 +40,12 @@ from ortools.sat.python import cp_model
 from migplan.planner.solver.background import Background
 
 TOLERANCE = 1e-6
-"""Slack on the comparison, relative to the objective's size (GLOP's own tolerances are
-1e-7): a variable is fixed only where its reduced cost clears the gap by more."""
+"""How far from a bound, or from zero, an LP value or reduced cost may be and still count as
+on it (GLOP's own tolerances are 1e-7): which variables sit at their bounds in the LP's
+solution (`fix_within`, `neighbourhood.py`). Not a margin on the bound: that is the sums'
+own rounding (`Duals.error`)."""
+UNIT_ROUNDOFF = 2.0**-53
+"""Of IEEE double precision: each operation's result is within this relative distance."""
 
 
 GLOP_PARAMETERS = "use_dual_simplex: true use_preprocessing: false"
@@ -230,11 +234,16 @@ class Duals:
     value reached)."""
 
     bound: float
-    """Every solution's objective is at least this (`_weak_duality`)."""
+    """Every solution's objective is at least this, less `error` (`_weak_duality`)."""
     values: np.ndarray
     costs: np.ndarray
     terms: tuple[list[int], list[int]]
     """The objective's variables and coefficients."""
+    error: float = 0.0
+    """How far floating-point rounding may have moved `bound` from the exact value of the
+    same sums."""
+    cost_errors: np.ndarray | float = 0.0
+    """Likewise for each reduced cost in `costs`."""
 
     def reached(self, solution: Sequence[int]) -> float:
         """The objective (CP-SAT's internal minimisation, without offset) of `solution`."""
@@ -243,9 +252,14 @@ class Duals:
     def proves(self, solution: Sequence[int]) -> bool:
         """Whether no solution is better than `solution` (integral, on integral objective
         coefficients): its objective reaches the bound (`_weak_duality`, valid whatever
-        GLOP's tolerances) rounded up, after a margin far above the sums' rounding."""
-        margin = TOLERANCE * max(1.0, abs(self.bound))
-        return self.reached(solution) <= math.ceil(self.bound - margin)
+        GLOP's tolerances) less the bound's rounding error, rounded up.
+
+        The margin is the sums' own rounding, not a share of the objective: 1e-6 of it, the
+        margin before, passed a whole unit from objectives of a million up, so no
+        neighbourhood could prove a stage there (40,000 GPUs, GPUs changed: the
+        neighbourhood reached the LP's bound, 58,801,013, and the stage ran on unproven to
+        the time limit)."""
+        return self.reached(solution) <= math.ceil(self.bound - self.error)
 
 
 class PendingLp:
@@ -264,9 +278,16 @@ class PendingLp:
         answer = lp_pb2.MPSolutionResponse.FromString(self._answer.result())
         if answer.status != lp_pb2.MPSOLVER_OPTIMAL:
             return None
-        bound, costs = _weak_duality(self._relaxation, self._terms, np.asarray(answer.dual_value))
+        bound, costs, error, cost_errors = _weak_duality(
+            self._relaxation, self._terms, np.asarray(answer.dual_value)
+        )
         return Duals(
-            bound=bound, values=np.asarray(answer.variable_value), costs=costs, terms=self._terms
+            bound=bound,
+            values=np.asarray(answer.variable_value),
+            costs=costs,
+            terms=self._terms,
+            error=error,
+            cost_errors=cost_errors,
         )
 
 
@@ -308,14 +329,21 @@ def lp_duals(
 
 def _weak_duality(
     relaxation: Relaxation, terms: tuple[list[int], list[int]], duals: np.ndarray
-) -> tuple[float, np.ndarray]:
-    """A bound that holds for the row duals `duals` whatever GLOP's tolerances, and the
-    reduced costs it goes with: for any `y`, with `r = c - A'y`, every `x` in the box with
-    `L <= Ax <= U` has `c'x >= sum_i min(y_i L_i, y_i U_i) + sum_j min(r_j l_j, r_j u_j)`
-    (a row's dual of the wrong sign for an open side is taken as 0). A stage proven by this
-    bound rests on no more than floating-point rounding of these sums. GLOP's own reduced
-    costs are the same `c - A'y` (equal to the last bit on the benchmark's LPs); its optimum
-    differed from this bound by under 1e-8."""
+) -> tuple[float, np.ndarray, float, np.ndarray]:
+    """A bound that holds for the row duals `duals` whatever GLOP's tolerances, the reduced
+    costs it goes with, and how far rounding may have moved each: for any `y`, with
+    `r = c - A'y`, every `x` in the box with `L <= Ax <= U` has
+    `c'x >= sum_i min(y_i L_i, y_i U_i) + sum_j min(r_j l_j, r_j u_j)` (a row's dual of the
+    wrong sign for an open side is taken as 0). GLOP's own reduced costs are the same
+    `c - A'y` (equal to the last bit on the benchmark's LPs); its optimum differed from this
+    bound by under 1e-8.
+
+    A stage proven by this bound rests on no more than floating-point rounding of these
+    sums, which is bounded here the textbook way (a sum of `k` rounded terms is within
+    `k u / (1 - k u)` of the sum of their magnitudes, `u` the unit roundoff) and doubled:
+    each reduced cost within `cost_errors`, the bound within `error` (its sums' own rounding,
+    and each reduced cost's error times the larger magnitude of its variable's bounds, which
+    also covers a cost rounded to the wrong sign)."""
     count = len(relaxation.lower)
     objective = np.zeros(count)
     np.add.at(objective, terms[0], np.asarray(terms[1], dtype=np.float64))
@@ -326,8 +354,9 @@ def _weak_duality(
     lengths = [len(row[0]) for row in relaxation.rows]
     columns = np.fromiter((v for row in relaxation.rows for v in row[0]), dtype=np.int64)
     weights = np.fromiter((a for row in relaxation.rows for a in row[1]), dtype=np.float64)
+    products = weights * np.repeat(y, lengths)
     used = np.zeros(count)
-    np.add.at(used, columns, weights * np.repeat(y, lengths))
+    np.add.at(used, columns, products)
     costs = objective - used
     rows = np.where(y > 0, y * np.where(np.isinf(low), 0.0, low), 0.0) + np.where(
         y < 0, y * np.where(np.isinf(high), 0.0, high), 0.0
@@ -335,7 +364,20 @@ def _weak_duality(
     lower = np.asarray(relaxation.lower, dtype=np.float64)
     upper = np.asarray(relaxation.upper, dtype=np.float64)
     box = np.where(costs > 0, costs * lower, 0.0) + np.where(costs < 0, costs * upper, 0.0)
-    return float(rows.sum() + box.sum()), costs
+    magnitude = np.zeros(count)
+    np.add.at(magnitude, columns, np.abs(products))
+    longest = int(np.bincount(columns, minlength=count).max(initial=0))
+    cost_errors = 2.0 * _rounding(longest + 2) * (np.abs(objective) + magnitude)
+    reach = np.maximum(np.abs(lower), np.abs(upper))
+    summed = float(np.abs(rows).sum() + np.abs(box).sum())
+    error = 2.0 * _rounding(max(len(rows), count) + 2) * summed + float((cost_errors * reach).sum())
+    return float(rows.sum() + box.sum()), costs, error, cost_errors
+
+
+def _rounding(terms: int) -> float:
+    """The relative error bound of a sum of `terms` rounded operations (`gamma_k`)."""
+    ku = terms * UNIT_ROUNDOFF
+    return ku / (1.0 - ku)
 
 
 def fix_within(
@@ -344,7 +386,9 @@ def fix_within(
     """Fix, in `model`, every variable that no solution as good as `solution` on the
     objective `duals` answered can move off its LP bound; how many were fixed."""
     reached = duals.reached(solution)
-    slack = reached - duals.bound + TOLERANCE * max(1.0, abs(reached))
+    # One step off its bound costs a variable at least its reduced cost: it is fixed where
+    # that, less its rounding and the bound's, exceeds the gap left.
+    slack = reached - duals.bound + duals.error + duals.cost_errors
     costs, values = duals.costs, duals.values
     lower = np.asarray(relaxation.lower, dtype=np.float64)
     upper = np.asarray(relaxation.upper, dtype=np.float64)

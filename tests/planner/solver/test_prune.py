@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import product
 
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from linear_problems import TOP, domains, problems
 from ortools.sat.python import cp_model
 
@@ -130,11 +132,79 @@ def test_any_row_dual_gives_a_bound_no_solution_beats(dual: float, bound: float)
     relaxation = Relaxation()
     relaxation.refresh(model)
 
-    found, costs = _weak_duality(relaxation, ([0], [1]), np.array([dual]))
+    found, costs, error, cost_errors = _weak_duality(relaxation, ([0], [1]), np.array([dual]))
 
     assert found == bound
+    assert 0 <= error < 1e-12
+    assert (0 <= cost_errors).all() and (cost_errors < 1e-12).all()
     assert found <= 1
     assert costs.tolist() == [1.0 - max(dual, 0.0)]
+
+
+def test_a_solution_at_the_bound_is_proven_however_large_the_objective() -> None:
+    """min 10^7 x + 10^7 y with x + y >= 3: the LP's bound, 3 * 10^7, is integral and x = 3 is
+    optimal. (The margin before was a millionth of the objective, 30 here: no solution could
+    reach the bound less that margin, so large stages were never proven by their LP.)"""
+    model = cp_model.CpModel()
+    x, y = model.new_int_var(0, 5, "x"), model.new_int_var(0, 5, "y")
+    model.add(x + y >= 3)
+    model.minimize(10**7 * x + 10**7 * y)
+    duals = lp_duals(model, Relaxation(), time_limit=5.0)
+    assert duals is not None
+    assert duals.bound == pytest.approx(3 * 10**7)
+    assert duals.proves([3, 0])
+    assert duals.proves([1, 2])
+    assert not duals.proves([4, 0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(-(10**6), 10**6), min_size=4, max_size=4),
+            st.integers(-(10**9), 10**9),
+            st.integers(0, 10**9),
+            st.floats(-(10**8), 10**8, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.integers(-(10**7), 10**7), min_size=4, max_size=4),
+    st.lists(st.tuples(st.integers(-(10**6), 0), st.integers(0, 10**6)), min_size=4, max_size=4),
+)
+def test_rounding_stays_within_the_errors_it_reports(rows, objective, boxes) -> None:
+    """The bound and reduced costs computed in floating point against the same sums in exact
+    rational arithmetic, on the same (float) duals: the differences stay within `error` and
+    `cost_errors`, so `bound - error` holds for every solution."""
+    relaxation = Relaxation()
+    relaxation.lower = [low for low, _ in boxes]
+    relaxation.upper = [high for _, high in boxes]
+    relaxation.rows = [
+        (
+            [j for j, a in enumerate(coefficients) if a],
+            [a for a in coefficients if a],
+            float(low),
+            float(low + span),
+        )
+        for coefficients, low, span, _ in rows
+    ]
+    assume(all(row[0] for row in relaxation.rows))
+    duals = np.array([dual for *_, dual in rows])
+    terms = ([0, 1, 2, 3], objective)
+    bound, costs, error, cost_errors = _weak_duality(relaxation, terms, duals)
+
+    exact_costs = [Fraction(c) for c in objective]
+    exact = Fraction(0)
+    for (variables, coefficients, low, high), y in zip(relaxation.rows, duals, strict=True):
+        y = Fraction(float(y))
+        for j, a in zip(variables, coefficients, strict=True):
+            exact_costs[j] -= a * y
+        exact += y * Fraction(low) if y > 0 else y * Fraction(high)
+    for j, cost in enumerate(exact_costs):
+        exact += cost * (relaxation.lower[j] if cost > 0 else relaxation.upper[j])
+    assert abs(Fraction(bound) - exact) <= Fraction(error)
+    for j, cost in enumerate(exact_costs):
+        assert abs(Fraction(float(costs[j])) - cost) <= Fraction(float(cost_errors[j]))
 
 
 def _mixed_model(size: int, seed: int) -> cp_model.CpModel:
