@@ -136,7 +136,8 @@ def test_any_row_dual_gives_a_bound_no_solution_beats(dual: float, bound: float)
 
     assert found == bound
     assert 0 <= error < 1e-12
-    assert (0 <= cost_errors).all() and (cost_errors < 1e-12).all()
+    assert (cost_errors >= 0).all()
+    assert (cost_errors < 1e-12).all()
     assert found <= 1
     assert costs.tolist() == [1.0 - max(dual, 0.0)]
 
@@ -195,8 +196,8 @@ def test_rounding_stays_within_the_errors_it_reports(rows, objective, boxes) -> 
 
     exact_costs = [Fraction(c) for c in objective]
     exact = Fraction(0)
-    for (variables, coefficients, low, high), y in zip(relaxation.rows, duals, strict=True):
-        y = Fraction(float(y))
+    for (variables, coefficients, low, high), dual in zip(relaxation.rows, duals, strict=True):
+        y = Fraction(float(dual))
         for j, a in zip(variables, coefficients, strict=True):
             exact_costs[j] -= a * y
         exact += y * Fraction(low) if y > 0 else y * Fraction(high)
