@@ -239,10 +239,10 @@ class Duals:
     costs: np.ndarray
     terms: tuple[list[int], list[int]]
     """The objective's variables and coefficients."""
-    error: float = 0.0
+    error: float
     """How far floating-point rounding may have moved `bound` from the exact value of the
     same sums."""
-    cost_errors: np.ndarray | float = 0.0
+    cost_errors: np.ndarray
     """Likewise for each reduced cost in `costs`."""
 
     def reached(self, solution: Sequence[int]) -> float:
