@@ -115,7 +115,7 @@ on 8,000 fragmented GPUs from 0.55 s to 1.6 s (2.2 s kept back in all)."""
 Progress = Callable[[str], None]
 
 
-def _relevant_profiles(
+def relevant_profiles(
     gpus: Sequence[GpuState], demand: Sequence[DemandItem], policy: PolicySpec
 ) -> frozenset[str]:
     """Profiles worth creating: demanded ones, and in-use ones whose pods may be rehosted."""
@@ -165,7 +165,7 @@ def plan(
     note(f"{len(gpus)} GPUs in {len(classes)} classes; enumerating what each can become")
     pools = build_pools(
         classes,
-        profiles=sorted(_relevant_profiles(gpus, demand, policy)),
+        profiles=sorted(relevant_profiles(gpus, demand, policy)),
         policy=policy,
         per_node=per_node,
     )
@@ -646,7 +646,7 @@ def _without_evictions(
     after 6 s.
     """
     policy = pm.policy.model_copy(update={"disruption": Disruption.NONE})
-    profiles = sorted(_relevant_profiles([], pm.demand, policy))
+    profiles = sorted(relevant_profiles([], pm.demand, policy))
     pools = build_pools(pm.classes, profiles=profiles, policy=policy, per_node=pm.per_node)
     narrow = PlanningModel(
         classes=pm.classes,

@@ -77,7 +77,7 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
     for c, cls in enumerate(pm.classes):
         nodes_to: dict[Layout, list[str]] = {}  # the nodes of the GPUs sent to each layout
         for gpu in cls.gpus:
-            target = targets[gpu.node, gpu.index]
+            target = targets[gpu_key(gpu)]
             nodes_to.setdefault(target, []).append(gpu.node)
             if pm.per_node:
                 free = free_on.setdefault(gpu.node, Counter())

@@ -12,13 +12,14 @@ from test_properties import problems
 
 from migplan.planner.allocation import EXACT_NODES
 from migplan.planner.api.inventory import GpuState
-from migplan.planner.api.spec import Disruption, PolicySpec
+from migplan.planner.api.spec import PolicySpec
 from migplan.planner.assemble import GpuKey, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
 from migplan.planner.demand import DemandItem, DemandKind
 from migplan.planner.hardware.catalog import default_catalog
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.solver.classes import group_gpus
+from migplan.planner.solver.facade import relevant_profiles
 from migplan.planner.solver.hints import hint_from_targets
 from migplan.planner.solver.model import PlanningModel
 from migplan.planner.solver.pools import build_pools
@@ -32,10 +33,8 @@ def _model(
     """The planning model of a pass, classes and pools made as the planner makes them."""
     per_node = any(d.per_pod for d in demand) and len({g.node for g in gpus}) <= EXACT_NODES
     classes = group_gpus(gpus, by_node=per_node)
-    profiles = {p for d in demand if d.count > 0 for p in d.profiles}
-    if policy.disruption is Disruption.EVICT:
-        profiles |= {i.profile for g in gpus for i in g.pins}
-    pools = build_pools(classes, profiles=sorted(profiles), policy=policy, per_node=per_node)
+    profiles = sorted(relevant_profiles(gpus, demand, policy))
+    pools = build_pools(classes, profiles=profiles, policy=policy, per_node=per_node)
     return PlanningModel(
         classes=classes, pools=pools, demand=demand, policy=policy, per_node=per_node
     ).build()
