@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from migplan.planner.allocation import EXACT_NODES, allocate, hostable, take_scattered
 from migplan.planner.api.inventory import GpuState
@@ -236,24 +237,27 @@ def _targets_supply(
 ) -> tuple[Counter[str], Counter[str], dict[str, Counter[str]]]:
     """Per profile: instances in the targets and in use now; per node: instances free for
     pending pods, once evicted pods are rehosted (where `allocation` rehosts them)."""
-    total: Counter[str] = Counter()
     pinned: Counter[str] = Counter()
-    nodes: dict[str, Counter[str]] = {}
     evicted: Counter[str] = Counter()
-    profiles: dict[str, list[str]] = {}  # per layout text: a fleet repeats a few hundred
-    for gpu, gp in zip(gpus, plan.gpus, strict=True):
+    # The profiles listed GPU by GPU and counted once per node by Counter's C loop: a fleet
+    # repeats a few hundred layouts, and counting instance by instance took 0.14-0.19 s of
+    # the 0.32-0.42 s that validating 40,000 GPUs took.
+    profiles: dict[str, list[str]] = {}
+    listed: dict[str, list[str]] = {}
+    for gp in plan.gpus:
         after = profiles.get(gp.after)
         if after is None:
             after = profiles[gp.after] = [i.profile for i in Layout.parse(gp.after).instances]
-        total.update(after)
-        free = nodes.setdefault(gp.node, Counter())
-        free.update(after)
+        listed.setdefault(gp.node, []).extend(after)
+    nodes = {node: Counter(names) for node, names in listed.items()}
+    total = Counter(chain.from_iterable(profiles[gp.after] for gp in plan.gpus))
+    for gpu, gp in zip(gpus, plan.gpus, strict=True):
         for instance, pod in gpu.pins.items():
             pinned[instance.profile] += 1
             if pod in gp.evict:
                 evicted[instance.profile] += 1
             else:
-                free[instance.profile] -= 1
+                nodes[gp.node][instance.profile] -= 1
     if len(nodes) > EXACT_NODES:  # as `Supply.bundle_nodes`
         for profile, count in sorted(evicted.items()):
             take_scattered(nodes, profile, count)

@@ -671,6 +671,22 @@ def test_pods_kept_in_place_take_their_instances_from_the_node(gpu, bundle) -> N
     assert problems_of(result, gpus, demand, frozen) == []
 
 
+def test_a_pod_kept_in_place_leaves_its_node_short_of_a_bundle(gpu, bundle) -> None:
+    # Two 1g free in the fleet, one on each node: no node holds the bundle's two.
+    frozen = PolicySpec(max_gpus_changed=0)
+    gpus = [
+        gpu("A30", "1g.6gb@0+1g.6gb@1", node="a", pins={"1g.6gb@0": "ns/a"}),
+        gpu("A30", "1g.6gb@0", node="b"),
+    ]
+    demand = [bundle(1, {"1g.6gb": 2})]
+    result = plan(gpus, demand, frozen)
+    assert result.demand[0].met == 0
+    assert problems_of(result, gpus, demand, frozen) == []
+    met = result.demand[0].model_copy(update={"met": 1, "served": {"1g.6gb": 2}})
+    found = problems_of(result.model_copy(update={"demand": (met,)}), gpus, demand, frozen)
+    assert any("one node each, the targets host 0" in str(p) for p in found), found
+
+
 def test_an_equally_weighted_allocation_past_256_is_as_good(gpu, want) -> None:
     # As above, with totals of 300: values past CPython's small-int cache compare equal too.
     frozen = PolicySpec(max_gpus_changed=0)
