@@ -1,10 +1,15 @@
-"""Work on a thread of its own: OR-Tools' solvers (CP-SAT, GLOP) hold no Python lock while
-they search, so a solve on a thread goes on beside the planner's Python on the second core."""
+"""Work beside the planner's own: on a thread (`Background`) for OR-Tools' solvers (CP-SAT,
+GLOP), which hold no Python lock while they search, and in a forked process (`Forked`) for
+Python work, which a thread would run under the interpreter lock, so on the same core."""
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
+import sys
 import threading
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -32,3 +37,57 @@ class Background(Generic[T]):
         if self._error is not None:
             raise self._error
         return self._value  # type: ignore[return-value]  # set: the work returned
+
+
+class Forked(Generic[T]):
+    """`work()` in a forked copy of this process, its value pickled back: pure-Python work
+    that runs on the second core while this process goes on. Where the platform does not
+    fork safely (only Linux is trusted here) or the child gives no answer (it raised, its
+    value did not pickle, it was killed), `result()` runs `work()` here instead, so the
+    value is the same either way and an error is raised from this process, with its
+    traceback. The child reads the memory it was forked with: only work that writes nothing
+    the caller reads afterwards belongs here."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work = work
+        self._answer: tuple[T] | None = None
+        self._child: multiprocessing.process.BaseProcess | None = None
+        self._receive: Connection | None = None
+        if sys.platform == "linux":
+            context = multiprocessing.get_context("fork")
+            self._receive, send = context.Pipe(duplex=False)
+            self._child = context.Process(target=_answer, args=(work, send), daemon=True)
+            self._child.start()
+            send.close()
+
+    def result(self) -> T:
+        """What `work()` returned, from the child where it answered, else from a run here."""
+        if self._answer is None:
+            self._answer = (self._received() if self._receive is not None else None) or (
+                self._work(),
+            )
+        return self._answer[0]
+
+    def _received(self) -> tuple[T] | None:
+        assert self._receive is not None
+        assert self._child is not None
+        try:
+            return (pickle.loads(self._receive.recv_bytes()),)
+        except (EOFError, OSError):
+            return None
+        finally:
+            self._receive.close()
+            self._receive = None
+            self._child.join()
+
+
+def _answer(work: Callable[[], object], send: Connection) -> None:
+    """In the child: send `work()`'s value, pickled; on any error send nothing (the parent
+    then runs the work itself and raises what it raises)."""
+    try:
+        data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException:  # the parent reruns the work and raises it there
+        data = None
+    if data is not None:
+        send.send_bytes(data)
+    send.close()

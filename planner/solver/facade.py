@@ -38,7 +38,7 @@ from migplan.planner.plan import (
     SolveStatus,
 )
 from migplan.planner.solver.assign import map_to_gpus
-from migplan.planner.solver.background import Background
+from migplan.planner.solver.background import Background, Forked
 from migplan.planner.solver.bundles import place_bundles
 from migplan.planner.solver.classes import group_gpus
 from migplan.planner.solver.explain import Explainer
@@ -48,7 +48,7 @@ from migplan.planner.solver.linear import maximize
 from migplan.planner.solver.model import PlanningModel, node_groups
 from migplan.planner.solver.node_mix import mix_by_node
 from migplan.planner.solver.objective import Score, disruption, score
-from migplan.planner.solver.pools import build_pools, for_demand_alone
+from migplan.planner.solver.pools import PoolSet, build_pools, for_demand_alone
 from migplan.planner.solver.previous import PREVIOUS, previous_targets
 from migplan.planner.solver.prune import PendingLp, start_lp
 from migplan.planner.solver.stages import (
@@ -112,6 +112,12 @@ BUNDLE_SECONDS_PER_GPU = 0.12e-3
 node by node (and the repair that reshapes nodes for them) took the time after the stages
 on 8,000 fragmented GPUs from 0.55 s to 1.6 s (2.2 s kept back in all)."""
 
+FORKED_STARTS_GPUS = 1_000
+"""From this many GPUs the starting plans are made and scored in a forked child
+(`background.Forked`) while this process builds the classes, pools and model: 1.3 s of
+Python at 40,000 fragmented GPUs that ran before the first stage could start, where the
+fork and the pickled answer took 0.04 s."""
+
 Progress = Callable[[str], None]
 
 
@@ -157,6 +163,7 @@ def plan(
     entered = time.monotonic()
     deadline = (entered if started is None else started) + time_limit
     gpus = Fleet(gpus)  # scored many times over: each situation counted once (`fleet.py`)
+    ranked_starts = _ranking(gpus, demand, policy, previous)
     note = progress or _quiet
     rebuild = policy.whole_gpu_rebuild
     bundles = any(item.per_pod for item in demand)
@@ -204,10 +211,10 @@ def plan(
     demand_pools = for_demand_alone(pools, classes, policy)
     groups = node_groups(classes)
 
-    def full_model() -> PlanningModel:
+    def model_of(chosen: PoolSet) -> PlanningModel:
         return PlanningModel(
             classes=classes,
-            pools=pools,
+            pools=chosen,
             demand=demand,
             policy=policy,
             per_node=per_node,
@@ -218,36 +225,19 @@ def plan(
     if demand_pools is None:
         # No smaller model to search for demand beside the full one (policy none, mostly):
         # the full model comes first, and GLOP solves the demand stage's LP on the second
-        # core while the starting plans are worked out and scored.
-        pm = full_model()
+        # core while the starting plans are worked out and scored (on large fleets: while
+        # their child finishes them).
+        pm = model_of(pools)
         early = _stage_lp(pm, STAGES[0], until=deadline - reserve)
-    ranked = _ranked(
-        policy,
-        gpus,
-        demand,
-        _start_plans(
-            gpus,
-            demand,
-            previous=None if previous is None else previous_targets(gpus, previous, policy),
-        ),
+    small = (
+        model_of(demand_pools)
+        if demand_pools is not None and deadline - reserve - time.monotonic() > 0
+        else None
     )
-    demand_first = None
-    if demand_pools is not None and deadline - reserve - time.monotonic() > 0:
-        demand_first = _demand_stage(
-            PlanningModel(
-                classes=classes,
-                pools=demand_pools,
-                demand=demand,
-                policy=policy,
-                per_node=per_node,
-                groups=groups,
-            ).build(),
-            gpus,
-            ranked,
-            run,
-        )
+    ranked = ranked_starts()
+    demand_first = None if small is None else _demand_stage(small, gpus, ranked, run)
     if pm is None:
-        pm = full_model()
+        pm = model_of(pools)
     starts = _Starts(pm, gpus, demand, ranked)
     start, hint = starts.first_allowed(ranked)
     note(f"starting from {start}; {pm.variable_count()} variables")
@@ -498,6 +488,23 @@ def _start_plans(
     if previous is not None:
         plans.append((PREVIOUS, previous))
     return plans + [(n, {**keep, **f(gpus, demand)}) for n, f in STARTS]
+
+
+def _ranking(
+    gpus: Fleet,
+    demand: Sequence[DemandItem],
+    policy: PolicySpec,
+    previous: Mapping[GpuKey, str] | None,
+) -> Callable[[], Ranked]:
+    """What gives the starting plans ranked (`_start_plans`, `_ranked`). From
+    `FORKED_STARTS_GPUS` GPUs they are made at once in a forked child (`Forked`), on the
+    second core while this process builds the model, and the function waits for them."""
+
+    def rank() -> Ranked:
+        layouts = None if previous is None else previous_targets(gpus, previous, policy)
+        return _ranked(policy, gpus, demand, _start_plans(gpus, demand, previous=layouts))
+
+    return rank if len(gpus) < FORKED_STARTS_GPUS else Forked(rank).result
 
 
 def _ranked(

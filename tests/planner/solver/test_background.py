@@ -1,12 +1,15 @@
-"""`Background`: work on a thread of its own, its answer or its exception handed back."""
+"""`Background` and `Forked`: work on a thread or in a forked process of its own, its answer
+or its exception handed back."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 import pytest
 
-from migplan.planner.solver.background import Background
+from migplan.planner.solver.background import Background, Forked
 
 
 def test_the_work_runs_on_another_thread_and_its_value_comes_back() -> None:
@@ -24,3 +27,47 @@ def test_what_the_work_raises_is_raised_to_the_caller() -> None:
     job = Background(fails)
     with pytest.raises(ValueError, match="planner bug"):
         job.result()
+
+
+def test_forked_work_runs_in_another_process_and_its_value_comes_back() -> None:
+    runs: list[int] = []
+
+    def work() -> int:
+        runs.append(os.getpid())
+        return os.getpid()
+
+    job = Forked(work)
+    child = job.result()
+    assert child != os.getpid()
+    assert job.result() == child  # asked twice: the same answer, not a second run
+    assert runs == []  # the child's writes stay in the child
+
+
+def test_what_forked_work_raises_is_raised_here_from_a_run_of_its_own() -> None:
+    runs: list[int] = []
+
+    def fails() -> int:
+        runs.append(os.getpid())
+        raise ValueError("planner bug")
+
+    job = Forked(fails)
+    with pytest.raises(ValueError, match="planner bug"):
+        job.result()
+    assert runs == [os.getpid()]
+
+
+def test_a_value_that_does_not_pickle_is_made_here() -> None:
+    made: list[int] = []
+
+    def unpicklable() -> object:
+        made.append(os.getpid())
+        return lambda: "not picklable"
+
+    value = Forked(unpicklable).result()
+    assert callable(value)
+    assert made == [os.getpid()]
+
+
+def test_where_fork_is_not_trusted_the_work_runs_here(monkeypatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert Forked(os.getpid).result() == os.getpid()

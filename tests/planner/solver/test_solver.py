@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from migplan.planner.api.spec import Disruption, PolicySpec
@@ -9,6 +11,7 @@ from migplan.planner.assemble import gpu_key
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.plan import DEMAND_STAGE, SolverStage, SolveStatus
 from migplan.planner.solver import facade, plan
+from migplan.planner.solver.background import Forked
 from migplan.planner.solver.objective import score
 from migplan.planner.solver.stages import (
     EVICTIONS,
@@ -396,3 +399,36 @@ def test_a_plan_not_the_solvers_is_proven_only_where_it_reaches_every_stage(gpu,
     assert not reaches({**REACHED, "a stage added later": 0.0})
     assert not reaches(REACHED, bound=4)
     assert not reaches(REACHED, name=facade.SOLVER, bound=4)
+
+
+def test_starting_plans_made_in_a_forked_child_give_the_same_plan(gpu, want, monkeypatch) -> None:
+    gpus = [
+        gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node=f"n{i // 2}", index=i % 2, pins=pins)
+        for i, pins in enumerate([{"1g.10gb@0": "ns/a"}, {}, {"1g.10gb@1": "ns/b"}, {}])
+    ]
+    gpus += [gpu("A100-80GB", "3g.40gb@0", node=f"m{i}") for i in range(3)]
+    demand = [want("1g.10gb", 5), want("2g.20gb", 3), want("3g.40gb", 2), want("4g.40gb", 1)]
+    here = solve(gpus, demand, EVICT)
+    answered: list[int] = []
+
+    class Watched(Forked):
+        """Forked, noting which process answered."""
+
+        def __init__(self, work) -> None:
+            super().__init__(lambda: (os.getpid(), work()))
+
+        def result(self):
+            pid, value = super().result()
+            answered.append(pid)
+            return value
+
+    monkeypatch.setattr(facade, "FORKED_STARTS_GPUS", 1)
+    monkeypatch.setattr(facade, "Forked", Watched)
+    forked = solve(gpus, demand, EVICT)
+    assert len(answered) == 1
+    assert answered[0] != os.getpid()
+    assert (forked.gpus, forked.demand) == (here.gpus, here.demand)
+    assert (forked.solver.started_from, forked.solver.chosen) == (
+        here.solver.started_from,
+        here.solver.chosen,
+    )
