@@ -4,6 +4,7 @@ Python work, which a thread would run under the interpreter lock, so on the same
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 import sys
@@ -56,7 +57,9 @@ class Forked(Generic[T]):
         if sys.platform == "linux":
             context = multiprocessing.get_context("fork")
             self._receive, send = context.Pipe(duplex=False)
-            self._child = context.Process(target=_answer, args=(work, send), daemon=True)
+            self._child = context.Process(
+                target=_answer, args=(work, send, self._receive), daemon=True
+            )
             self._child.start()
             send.close()
 
@@ -81,13 +84,17 @@ class Forked(Generic[T]):
             self._child.join()
 
 
-def _answer(work: Callable[[], object], send: Connection) -> None:
+def _answer(work: Callable[[], object], send: Connection, receive: Connection) -> None:
     """In the child: send `work()`'s value, pickled; on any error send nothing (the parent
-    then runs the work itself and raises what it raises)."""
+    then runs the work itself and raises what it raises). The child's copy of the reading
+    end is closed first, so that the pipe breaks, and the child ends, once the parent's is."""
+    receive.close()
     try:
         data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:  # the parent reruns the work and raises it there
         data = None
     if data is not None:
-        send.send_bytes(data)
+        # A caller that raised before asking has closed its end: nobody is left to answer.
+        with contextlib.suppress(OSError):
+            send.send_bytes(data)
     send.close()

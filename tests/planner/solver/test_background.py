@@ -3,9 +3,12 @@ or its exception handed back."""
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -71,3 +74,25 @@ def test_a_value_that_does_not_pickle_is_made_here() -> None:
 def test_where_fork_is_not_trusted_the_work_runs_here(monkeypatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert Forked(os.getpid).result() == os.getpid()
+
+
+def test_a_child_nobody_asks_ends_quietly(tmp_path, capfd) -> None:
+    started = tmp_path / "pid"
+
+    def work() -> str:
+        started.write_text(str(os.getpid()))
+        return "x" * 1_000_000  # more than a pipe holds: the child waits for a reader
+
+    job = Forked(work)
+    deadline = time.monotonic() + 10
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child = int(started.read_text())
+    del job  # as when the caller raised before asking: its end of the pipe is closed
+    gc.collect()
+    while time.monotonic() < deadline and child in {
+        p.pid for p in multiprocessing.active_children()
+    }:
+        time.sleep(0.01)
+    assert child not in {p.pid for p in multiprocessing.active_children()}
+    assert "Traceback" not in capfd.readouterr().err
