@@ -60,8 +60,8 @@ def hint_from_targets(pm: PlanningModel, targets: Mapping[GpuKey, Layout]) -> di
 
     A class's GPUs are taken together per target layout, each such group once: a plan
     sends most GPUs of a class to a few layouts. On 40,000 fragmented GPUs (4,462 classes)
-    nos-greedy's hint, which comes before the first stage, took 0.32-0.35 s this way and
-    0.40-0.51 s counted GPU by GPU."""
+    nos-greedy's hint, which comes before the first stage, took 0.32-0.39 s this way and
+    0.40-0.55 s counted GPU by GPU."""
     values: dict[int, int] = {}
 
     def add(var: object, amount: int = 1) -> None:
