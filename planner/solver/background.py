@@ -43,11 +43,11 @@ class Background(Generic[T]):
 class Forked(Generic[T]):
     """`work()` in a forked copy of this process, its value pickled back: pure-Python work
     that runs on the second core while this process goes on. Where the platform does not
-    fork safely (only Linux is trusted here) or the child gives no answer (it raised, its
-    value did not pickle, it was killed), `result()` runs `work()` here instead, so the
-    value is the same either way and an error is raised from this process, with its
-    traceback. The child reads the memory it was forked with: only work that writes nothing
-    the caller reads afterwards belongs here."""
+    fork safely (only Linux is trusted here), the fork fails, or the child gives no answer
+    (it raised, its value did not pickle, it was killed), `result()` runs `work()` here
+    instead, so the value is the same either way and an error is raised from this process,
+    with its traceback. The child reads the memory it was forked with: only work that
+    writes nothing the caller reads afterwards belongs here."""
 
     def __init__(self, work: Callable[[], T]) -> None:
         self._work = work
@@ -55,12 +55,21 @@ class Forked(Generic[T]):
         self._child: multiprocessing.process.BaseProcess | None = None
         self._receive: Connection | None = None
         if sys.platform == "linux":
-            context = multiprocessing.get_context("fork")
-            self._receive, send = context.Pipe(duplex=False)
-            self._child = context.Process(
-                target=_answer, args=(work, send, self._receive), daemon=True
-            )
-            self._child.start()
+            self._start()
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_answer, args=(self._work, send, receive), daemon=True)
+        try:
+            child.start()
+        except (OSError, AssertionError):
+            # No fork to be had (memory or process limits), or this process is a daemonic
+            # multiprocessing child, which may have none: the work runs here.
+            receive.close()
+        else:
+            self._child, self._receive = child, receive
+        finally:
             send.close()
 
     def result(self) -> T:

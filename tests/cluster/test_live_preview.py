@@ -76,8 +76,23 @@ def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> No
     plan.write_text(PLAN)
     kubeconfig = str(cp.kubeconfig)
 
-    assert run(["preview", str(plan), "--kubeconfig", kubeconfig, "-o", "json"]) == 0
-    live_out, live_err = capsys.readouterr()
+    def dumped() -> str:
+        assert run(["inventory", "--kubeconfig", kubeconfig]) == 0
+        return capsys.readouterr().out
+
+    # The controller-manager goes on changing a node after it joins (the deprecated
+    # beta.kubernetes.io/os label beside kubernetes.io/os; the not-ready taint taken off):
+    # about a second here, longer on a busy control plane, where the inventory dumped after
+    # the live preview once hashed differently. A preview between two equal dumps read the
+    # cluster as the dump has it.
+    for _ in range(10):
+        before = dumped()
+        assert run(["preview", str(plan), "--kubeconfig", kubeconfig, "-o", "json"]) == 0
+        live_out, live_err = capsys.readouterr()
+        if dumped() == before:
+            break
+    else:
+        pytest.fail("the cluster changed between every two inventory dumps")
     assert "node live-silent left out: its agent has not reported" in live_err
     live = json.loads(live_out)
     assert [(g["node"], g["before"]) for g in live["gpus"]] == [
@@ -89,9 +104,8 @@ def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> No
     assert (want["resource"], want["requested"], want["met"]) == ("nvidia.com/mig-1g.10gb.me", 1, 1)
     assert want["pods"] == ["live-ns/wants-me"]
 
-    assert run(["inventory", "--kubeconfig", kubeconfig]) == 0
     inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(capsys.readouterr().out)
+    inventory.write_text(before)
     assert run(["preview", str(plan), "--cluster", str(inventory), "-o", "json"]) == 0
     offline = json.loads(capsys.readouterr().out)
     for doc in (live, offline):

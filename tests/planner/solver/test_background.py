@@ -96,3 +96,11 @@ def test_a_child_nobody_asks_ends_quietly(tmp_path, capfd) -> None:
         time.sleep(0.01)
     assert child not in {p.pid for p in multiprocessing.active_children()}
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_where_the_fork_fails_the_work_runs_here(monkeypatch) -> None:
+    def refused(self) -> None:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refused)
+    assert Forked(os.getpid).result() == os.getpid()
