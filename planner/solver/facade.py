@@ -114,9 +114,10 @@ on 8,000 fragmented GPUs from 0.55 s to 1.6 s (2.2 s kept back in all)."""
 
 FORKED_STARTS_GPUS = 1_000
 """From this many GPUs the starting plans are made and scored in a forked child
-(`background.Forked`) while this process builds the classes, pools and model: 1.3 s of
-Python at 40,000 fragmented GPUs that ran before the first stage could start, where the
-fork and the pickled answer took 0.04 s."""
+(`background.Forked`) while this process builds the classes, pools and model: 1.2-2.1 s of
+Python at 40,000 fragmented GPUs that ran before the first stage could start. There the
+fork took 0.006-0.012 s of this process, and the answer came 0.056-0.082 s after the
+child's work ended (pickled, sent, read back)."""
 
 Progress = Callable[[str], None]
 
@@ -224,9 +225,9 @@ def plan(
     pm = early = None
     if demand_pools is None:
         # No smaller model to search for demand beside the full one (policy none, mostly):
-        # the full model comes first, and GLOP solves the demand stage's LP on the second
-        # core while the starting plans are worked out and scored (on large fleets: while
-        # their child finishes them).
+        # the full model comes first, and GLOP solves the demand stage's LP on a thread
+        # while the starting plans are worked out and scored (on large fleets the child
+        # making them shares the second core with it).
         pm = model_of(pools)
         early = _stage_lp(pm, STAGES[0], until=deadline - reserve)
     small = (
