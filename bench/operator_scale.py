@@ -12,13 +12,14 @@ which only a free GPU can become, so the plan changes exactly the R free nodes. 
   until the written plan counts them (as unmet: the fleet is full);
 - a steady stretch with a cron re-plan every minute: the operator's API requests per minute
   by verb and resource (every request through its client layer, informers' included), its
-  RSS, and the seconds per planning pass (reads included);
+  RSS, and the seconds of each planning pass (reads included) and their mean (a pass a
+  minute: the default 300 s hold five, where one pass varied by half from run to run);
 
 then, with caches on, the window opens: seconds until the R nodes are rolled out under
 `maxUnavailable` R/10 and the plan is Ready, and the pods running.
 
-    .venv/bin/python bench/operator_scale.py [--nodes 5000] [--rollout 100] [--steady 120]
-        [--modes both|caches] [--heartbeat lease|status]
+    .venv/bin/python bench/operator_scale.py [--nodes 5000] [--rollout 100] [--steady 300]
+        [--modes both|caches] [--heartbeat lease|status] [--operator-log FILE]
 
 Nodes beat as kubelets do by default (`--heartbeat lease`: a Lease renewed every 10 s, the
 status posted every 5 minutes); kwok's own default posts every node's status every 20-25 s,
@@ -173,7 +174,9 @@ def _pods(cp, first: int, count: int) -> None:
     )
 
 
-def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> dict:
+def _mode(
+    cp, *, informers: bool, rollout: int, steady: float, kubeconfig, operator_log: Path | None
+) -> dict:
     """One operator run: plan latency and a steady stretch (and the rollout, with caches);
     returns the figures."""
     pods = rollout * GPUS
@@ -205,9 +208,13 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
         seconds_before = metric(port, "migplan_planner_seconds_sum")
         cpu_before = metric(port, "migplan_planner_cpu_seconds_sum")
         rss: list[float] = []
+        passes = _Passes(port)
         while time.monotonic() - at < steady:
             rss.append(rss_mib(proc.pid))
+            passes.poll()
             time.sleep(10)
+        passes.poll()
+        figures["planner_s_passes"] = passes.seconds
         after, window = api_requests(port), (time.monotonic() - at) / 60
         rates = {k: (after[k] - before.get(k, 0)) / window for k in after}
         figures["api_per_minute"] = {k: round(v, 1) for k, v in sorted(rates.items()) if v}
@@ -225,7 +232,33 @@ def _mode(cp, *, informers: bool, rollout: int, steady: float, kubeconfig) -> di
         if informers:
             figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout, port=port)
             figures["rss_mib_after_rollout"] = rss_mib(proc.pid)
+        if operator_log is not None:
+            operator_log.write_text(proc.output())
     return figures
+
+
+class _Passes:
+    """Each planning pass's seconds, read off the operator's histogram between polls: a
+    poll every 10 s and a pass a minute (cron), so a pass is one step of the count; where a
+    step holds more than one, each is given their mean."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.seconds: list[float] = []
+        self._count, self._sum = self._read()
+
+    def _read(self) -> tuple[float, float]:
+        return (
+            metric(self.port, "migplan_planner_seconds_count"),
+            metric(self.port, "migplan_planner_seconds_sum"),
+        )
+
+    def poll(self) -> None:
+        count, total = self._read()
+        if count > self._count:
+            each = (total - self._sum) / (count - self._count)
+            self.seconds += [round(each, 2)] * int(count - self._count)
+        self._count, self._sum = count, total
 
 
 def _more(pods: int) -> list[str]:
@@ -289,7 +322,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rollout", type=int, default=100, help="free nodes: the rollout's")
-    parser.add_argument("--steady", type=float, default=120, help="seconds of steady cron")
+    parser.add_argument("--steady", type=float, default=300, help="seconds of steady cron")
     parser.add_argument(
         "--modes",
         choices=("both", "caches"),
@@ -305,6 +338,12 @@ def main() -> None:
         "(84 node updates a second at 5,000 nodes)",
     )
     parser.add_argument("--json", type=Path, default=Path("bench/results/operator-scale.json"))
+    parser.add_argument(
+        "--operator-log",
+        type=Path,
+        help="write the operator's own output (its log events) here; with --modes both, the "
+        "last mode's",
+    )
     args = parser.parse_args()
     configure_logging(level="warning")
     names = _node_names(args.nodes)
@@ -326,6 +365,7 @@ def main() -> None:
                     rollout=args.rollout,
                     steady=args.steady,
                     kubeconfig=kubeconfig,
+                    operator_log=args.operator_log,
                 )
                 for on in ((False, True) if args.modes == "both" else (True,))
             ]
@@ -344,6 +384,7 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         "first plan after start, s": lambda r: f"{r['first_plan_s']:.1f}",
         f"{MORE} pods pending -> plan counting them, s": lambda r: f"{r['pending_to_plan_s']:.1f}",
         "planner s per pass (cron, steady)": lambda r: f"{r['planner_s_mean']:.2f}",
+        "each pass, s": lambda r: " / ".join(f"{s:.1f}" for s in r.get("planner_s_passes", [])),
         "of which the planning thread on a core, s": lambda r: f"{r['planner_cpu_s_mean']:.2f}",
         "operator RSS MiB: peak / end": lambda r: (
             f"{r['rss_mib_peak']:.0f} / {r['rss_mib_end']:.0f}"

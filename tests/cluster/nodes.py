@@ -25,6 +25,12 @@ def gpu_node(
 ) -> dict:
     """A Node manifest; `mig` maps profile names to instance counts on the node.
 
+    Its labels start with those a kubelet registers a node with: the OS and architecture
+    under both their GA and deprecated beta keys (kubelet sets both for compatibility).
+    Without the beta ones, kube-controller-manager's node lifecycle controller adds
+    `beta.kubernetes.io/os` to each node, a few at a time for minutes after a large fleet
+    joins: node labels are planning input, so that fleet's every re-plan saw new inputs.
+
     A `pool` labels the node and taints it so that only that pool's pods (`mig_pod(pool=)`)
     land there: tests sharing the control plane cannot take each other's instances.
     """
@@ -44,6 +50,9 @@ def gpu_node(
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
                 "type": "kwok",
                 "nvidia.com/gpu.product": product,
                 "nvidia.com/gpu.count": str(gpus),

@@ -141,3 +141,31 @@ def test_lease_heartbeats_renew_a_lease_and_leave_the_node_status_alone(control_
 
         wait_for(renewed_thrice, "the node's Lease to be renewed three times", timeout=90)
         assert heartbeat() == posted
+
+
+def test_a_test_node_has_every_label_the_controller_manager_would_add(control_plane) -> None:
+    # Node labels are planning input: a label the node lifecycle controller adds after a
+    # node joins makes a re-plan's inputs new (the 5,000-node bench's cron passes did so for
+    # minutes, each recording its rollout anew). It adds the deprecated beta OS label where a
+    # node lacks it, as on the two bare nodes; a node as the tests make it, joining between
+    # them, carries the labels a kubelet registers with and stays as made.
+    cp = control_plane
+    names = ("labels-bare-1", "labels-made", "labels-bare-2")
+    nodes = [gpu_node(name, product="NVIDIA-H100-80GB-HBM3") for name in names]
+    for node in (nodes[0], nodes[2]):
+        del node["metadata"]["labels"]["beta.kubernetes.io/os"]
+
+    def labels(name: str) -> dict[str, str]:
+        return get(cp, "node", name)["metadata"]["labels"]
+
+    try:
+        for node in nodes:
+            apply(cp, node)
+        for bare in (names[0], names[2]):
+            wait_for(
+                lambda bare=bare: labels(bare).get("beta.kubernetes.io/os") == "linux",
+                f"the controller-manager to add the beta OS label to {bare}",
+            )
+        assert labels("labels-made") == nodes[1]["metadata"]["labels"]
+    finally:
+        cp.kubectl("delete", "node", *names, "--ignore-not-found")

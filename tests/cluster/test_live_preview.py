@@ -80,8 +80,8 @@ def test_live_preview_matches_the_dumped_inventory(crds, tmp_path, capsys) -> No
         assert run(["inventory", "--kubeconfig", kubeconfig]) == 0
         return capsys.readouterr().out
 
-    # The controller-manager goes on changing a node after it joins (the deprecated
-    # beta.kubernetes.io/os label beside kubernetes.io/os; the not-ready taint taken off):
+    # The controller-manager goes on changing a node after it joins (the not-ready taint
+    # taken off; the deprecated beta.kubernetes.io/os label added where a node lacks it):
     # about a second here, longer on a busy control plane, where the inventory dumped after
     # the live preview once hashed differently. A preview between two equal dumps read the
     # cluster as the dump has it.
