@@ -204,8 +204,6 @@ def _mode(
         # same from pass to pass, and the requests counted are a steady fleet's.
         _until_met(cp, f"{pods}/{pods}", "the plan without the ten", timeout=300)
         before, at = api_requests(port), time.monotonic()
-        plans_before = metric(port, "migplan_planner_seconds_count")
-        seconds_before = metric(port, "migplan_planner_seconds_sum")
         cpu_before = metric(port, "migplan_planner_cpu_seconds_sum")
         rss: list[float] = []
         passes = _Passes(port)
@@ -214,20 +212,18 @@ def _mode(
             passes.poll()
             time.sleep(10)
         passes.poll()
-        figures["planner_s_passes"] = passes.seconds
+        plans = len(passes.seconds)
+        figures["plans_in_steady"] = plans
+        figures["planner_s_passes"] = [round(s, 2) for s in passes.seconds]
+        figures["planner_s_mean"] = sum(passes.seconds) / max(1, plans)
         after, window = api_requests(port), (time.monotonic() - at) / 60
         rates = {k: (after[k] - before.get(k, 0)) / window for k in after}
         figures["api_per_minute"] = {k: round(v, 1) for k, v in sorted(rates.items()) if v}
         figures["rss_mib_peak"] = max(rss)
         figures["rss_mib_end"] = rss[-1]
-        plans = metric(port, "migplan_planner_seconds_count") - plans_before
-        figures["plans_in_steady"] = plans
-        figures["planner_s_mean"] = (
-            metric(port, "migplan_planner_seconds_sum") - seconds_before
-        ) / max(1.0, plans)
         figures["planner_cpu_s_mean"] = (
             metric(port, "migplan_planner_cpu_seconds_sum") - cpu_before
-        ) / max(1.0, plans)
+        ) / max(1, plans)
         _progress(f"{mode}: steady stretch done, RSS peak {figures['rss_mib_peak']:.0f} MiB")
         if informers:
             figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout, port=port)
@@ -257,7 +253,7 @@ class _Passes:
         count, total = self._read()
         if count > self._count:
             each = (total - self._sum) / (count - self._count)
-            self.seconds += [round(each, 2)] * int(count - self._count)
+            self.seconds += [each] * int(count - self._count)
         self._count, self._sum = count, total
 
 
