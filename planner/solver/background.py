@@ -5,10 +5,13 @@ Python work, which a thread would run under the interpreter lock, so on the same
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
+import os
 import pickle
 import sys
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Generic, TypeVar
@@ -40,17 +43,28 @@ class Background(Generic[T]):
         return self._value  # type: ignore[return-value]  # set: the work returned
 
 
+CHILD_EXIT_SECONDS = 1.0
+"""How long a child that has answered may take to end before it is killed."""
+
+
 class Forked(Generic[T]):
     """`work()` in a forked copy of this process, its value pickled back: pure-Python work
     that runs on the second core while this process goes on. Where the platform does not
     fork safely (only Linux is trusted here), the fork fails, or the child gives no answer
-    (it raised, its value did not pickle, it was killed), `result()` runs `work()` here
-    instead, so the value is the same either way and an error is raised from this process,
-    with its traceback. The child reads the memory it was forked with: only work that
-    writes nothing the caller reads afterwards belongs here."""
+    (it raised, its value did not pickle, it was killed, or `until` came first),
+    `result()` runs `work()` here instead, so the value is the same either way and an error
+    is raised from this process, with its traceback. The child reads the memory it was
+    forked with: only work that writes nothing the caller reads afterwards belongs here.
 
-    def __init__(self, work: Callable[[], T]) -> None:
+    A child has only the thread that forked it, and any lock another thread held at the
+    fork stays held in it for good (the operator forks beside its informer and kopf
+    threads, which write logs): so the child ends at once after answering, without the
+    usual flush of its streams, and a child still silent at `until` (time.monotonic()) is
+    taken for stuck and killed, so it never holds its caller."""
+
+    def __init__(self, work: Callable[[], T], *, until: float = math.inf) -> None:
         self._work = work
+        self._until = until
         self._answer: tuple[T] | None = None
         self._child: multiprocessing.process.BaseProcess | None = None
         self._receive: Connection | None = None
@@ -83,20 +97,28 @@ class Forked(Generic[T]):
     def _received(self) -> tuple[T] | None:
         assert self._receive is not None
         assert self._child is not None
+        left = self._until - time.monotonic()
         try:
+            if not self._receive.poll(None if math.isinf(left) else max(0.0, left)):
+                return None
             return (pickle.loads(self._receive.recv_bytes()),)
         except (EOFError, OSError):
             return None
         finally:
             self._receive.close()
             self._receive = None
-            self._child.join()
+            self._child.join(CHILD_EXIT_SECONDS)
+            if self._child.is_alive():
+                self._child.kill()
+                self._child.join()
 
 
 def _answer(work: Callable[[], object], send: Connection, receive: Connection) -> None:
     """In the child: send `work()`'s value, pickled; on any error send nothing (the parent
     then runs the work itself and raises what it raises). The child's copy of the reading
-    end is closed first, so that the pipe breaks, and the child ends, once the parent's is."""
+    end is closed first, so that the pipe breaks, and the child ends, once the parent's is.
+    The child then ends at once: flushing the streams, as a process ending the usual way
+    does, could wait for good on a lock another thread of the parent held at the fork."""
     receive.close()
     try:
         data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
@@ -107,3 +129,4 @@ def _answer(work: Callable[[], object], send: Connection, receive: Connection) -
         with contextlib.suppress(OSError):
             send.send_bytes(data)
     send.close()
+    os._exit(0)

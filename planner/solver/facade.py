@@ -164,7 +164,7 @@ def plan(
     entered = time.monotonic()
     deadline = (entered if started is None else started) + time_limit
     gpus = Fleet(gpus)  # scored many times over: each situation counted once (`fleet.py`)
-    ranked_starts = _ranking(gpus, demand, policy, previous)
+    ranked_starts = _ranking(gpus, demand, policy, previous, until=deadline)
     note = progress or _quiet
     rebuild = policy.whole_gpu_rebuild
     bundles = any(item.per_pod for item in demand)
@@ -496,16 +496,20 @@ def _ranking(
     demand: Sequence[DemandItem],
     policy: PolicySpec,
     previous: Mapping[GpuKey, str] | None,
+    *,
+    until: float,
 ) -> Callable[[], Ranked]:
     """What gives the starting plans ranked (`_start_plans`, `_ranked`). From
     `FORKED_STARTS_GPUS` GPUs they are made at once in a forked child (`Forked`), on the
-    second core while this process builds the model, and the function waits for them."""
+    second core while this process builds the model, and the function waits for them; a
+    child with no answer by `until` (the pass's deadline) is taken for stuck, and they are
+    made here."""
 
     def rank() -> Ranked:
         layouts = None if previous is None else previous_targets(gpus, previous, policy)
         return _ranked(policy, gpus, demand, _start_plans(gpus, demand, previous=layouts))
 
-    return rank if len(gpus) < FORKED_STARTS_GPUS else Forked(rank).result
+    return rank if len(gpus) < FORKED_STARTS_GPUS else Forked(rank, until=until).result
 
 
 def _ranked(

@@ -4,6 +4,7 @@ or its exception handed back."""
 from __future__ import annotations
 
 import gc
+import io
 import multiprocessing
 import os
 import sys
@@ -104,3 +105,48 @@ def test_where_the_fork_fails_the_work_runs_here(monkeypatch) -> None:
 
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refused)
     assert Forked(os.getpid).result() == os.getpid()
+
+
+def _asked(job: Forked, *, within: float) -> list[object]:
+    """`job.result()` asked on a thread of its own, waited for at most `within` seconds: a
+    caller held forever shows as an empty list, not as a test run that never ends."""
+    answers: list[object] = []
+    asking = threading.Thread(target=lambda: answers.append(job.result()), daemon=True)
+    asking.start()
+    asking.join(within)
+    return answers
+
+
+def test_a_child_stuck_on_its_way_out_does_not_hold_the_caller(monkeypatch) -> None:
+    # A lock another thread of the caller held when it forked stays held in the child for
+    # good: here one that a stream's flush takes in the child, as a child ending the usual
+    # way flushes its streams (this process flushes before it forks, so not here).
+    held = threading.Lock()
+    caller = os.getpid()
+
+    class Stream(io.StringIO):
+        def flush(self) -> None:
+            if os.getpid() != caller:
+                held.acquire()
+            super().flush()
+
+    monkeypatch.setattr(sys, "stdout", Stream())
+    with held:
+        job = Forked(lambda: 42)
+    assert _asked(job, within=20) == [42]
+    assert not multiprocessing.active_children()
+
+
+def test_a_child_that_does_not_answer_in_time_is_stopped_and_the_work_runs_here() -> None:
+    held = threading.Lock()
+
+    def work() -> int:
+        with held:  # held for good in the child (see above), free here by the time it runs
+            return os.getpid()
+
+    with held:
+        job = Forked(work, until=time.monotonic() + 1.0)
+    started = time.monotonic()
+    assert _asked(job, within=20) == [os.getpid()]
+    assert time.monotonic() - started < 10
+    assert not multiprocessing.active_children()

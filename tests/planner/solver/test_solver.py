@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
+import time
 
 import pytest
 
@@ -414,8 +417,8 @@ def test_starting_plans_made_in_a_forked_child_give_the_same_plan(gpu, want, mon
     class Watched(Forked):
         """Forked, noting which process answered."""
 
-        def __init__(self, work) -> None:
-            super().__init__(lambda: (os.getpid(), work()))
+        def __init__(self, work, **kwargs) -> None:
+            super().__init__(lambda: (os.getpid(), work()), **kwargs)
 
         def result(self):
             pid, value = super().result()
@@ -432,3 +435,36 @@ def test_starting_plans_made_in_a_forked_child_give_the_same_plan(gpu, want, mon
         here.solver.started_from,
         here.solver.chosen,
     )
+
+
+def test_a_forked_child_stuck_for_good_costs_the_pass_its_time_limit_not_its_plan(
+    gpu, want, monkeypatch
+) -> None:
+    gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node=f"n{i}") for i in range(3)]
+    demand = [want("3g.40gb", 2)]
+    caller = os.getpid()
+
+    class Stuck(Forked):
+        """Forked, its child stuck for good before answering (as on a lock another thread
+        held when the process forked)."""
+
+        def __init__(self, work, **kwargs) -> None:
+            def stuck() -> object:
+                if os.getpid() != caller:
+                    threading.Event().wait()
+                return work()
+
+            super().__init__(stuck, **kwargs)
+
+    monkeypatch.setattr(facade, "FORKED_STARTS_GPUS", 1)
+    monkeypatch.setattr(facade, "Forked", Stuck)
+    planned: list[object] = []
+    started = time.monotonic()
+    planning = threading.Thread(
+        target=lambda: planned.append(solve(gpus, demand, time_limit=1.0)), daemon=True
+    )
+    planning.start()
+    planning.join(30)
+    assert len(planned) == 1
+    assert time.monotonic() - started < 15
+    assert not multiprocessing.active_children()
