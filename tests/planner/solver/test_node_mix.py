@@ -5,17 +5,21 @@ where one plan suits some nodes' bundle pods and another plan the others'."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import demands, fleets
 
-from migplan.planner.assemble import demand_supply, gpu_key
+from migplan.planner.assemble import demand_supply, gpu_key, supply_of
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
+from migplan.planner.fleet import Fleet
+from migplan.planner.hardware.enumeration import enumerate_layouts
 from migplan.planner.hardware.layout import Layout
+from migplan.planner.solver import node_mix
 from migplan.planner.solver.node_mix import mix_by_node
-from migplan.planner.solver.objective import score
+from migplan.planner.solver.objective import disruption, score
 
 PAIRS = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
 HALVES = "4g.40gb@0+3g.40gb@4"
@@ -130,3 +134,44 @@ def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
     for node in {g.node for g in gpus}:
         keys = [gpu_key(g) for g in gpus if g.node == node]
         assert any(all(mixed[k] == plan[k] for k in keys) for plan in plans), node
+
+
+@given(st.data())
+@settings(max_examples=60, deadline=None, derandomize=True)
+def test_each_choice_counts_its_node_as_the_plan_measures_go(data) -> None:
+    # A node's choices are summed from its GPUs' shares, cached over the fleet: each must
+    # say what `supply_of` and `disruption` say of that node's GPUs under those targets.
+    gpus = data.draw(fleets())
+    demand = data.draw(demands(gpus))
+    keep = {gpu_key(g): g.layout for g in gpus}
+    plans = [keep] + [
+        {**keep, **make(gpus, demand)}
+        for make in (greedy_targets, first_fit_targets, static_targets)
+    ]
+    # And one plan of any layouts: GPUs used whole, pods evicted, instances kept or not.
+    plans.append({gpu_key(g): data.draw(st.sampled_from(enumerate_layouts(g.model))) for g in gpus})
+    rebuild = data.draw(st.booleans())
+    fleet = Fleet(gpus)
+    shares = node_mix._Shares(fleet, plans, rebuild)
+    for node in sorted({g.node for g in gpus}):
+        on_node = [g for g in gpus if g.node == node]
+        positions = [p for p, name in enumerate(fleet.nodes) if name == node]
+        choices = shares.choices(positions)
+        given = {tuple(plan[gpu_key(g)] for g in on_node) for plan in plans}
+        assert len(choices) == len(given)
+        for choice in choices:
+            targets = choice.targets
+            assert tuple(targets[gpu_key(g)] for g in on_node) in given
+            supply = supply_of(on_node, targets, rebuild=rebuild, per_node=True)
+            scored = disruption(on_node, targets, weighted_met=0, rebuild=rebuild)
+            assert +choice.total == +supply.total
+            for profile in supply.total.keys() | supply.evicted.keys() | choice.free.keys():
+                assert choice.free[profile] == supply.free_unclamped(profile), profile
+            unkept = supply.unkept.get(node, Counter())
+            for profile in unkept.keys() | choice.unkept.keys():
+                assert choice.unkept[profile] == unkept[profile], profile
+            assert choice.cost == (
+                -scored.evictions,
+                -scored.gpus_changed,
+                -scored.nodes_touched,
+            )
