@@ -13,16 +13,18 @@ can only help.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from migplan.planner.allocation import hostable
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import GpuKey, Supply, demand_supply, gpu_key
 from migplan.planner.demand import DemandItem
-from migplan.planner.hardware.layout import Layout
+from migplan.planner.hardware.catalog import GpuModel
+from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.hardware.tables import (
     IntArray,
     layout_table,
@@ -77,6 +79,10 @@ class _Reshaper:
         self.gpus: dict[str, list[GpuState]] = {}
         self.touched: set[str] = set()
         self.changed = False
+        self._spaces: dict[
+            tuple[str, frozenset[str], frozenset[Instance]],
+            tuple[Sequence[Layout], tuple[str, ...], npt.NDArray[np.bool_], IntArray] | None,
+        ] = {}
         for gpu in gpus:
             if targets[gpu_key(gpu)] != gpu.layout:
                 self.touched.add(gpu.node)
@@ -121,26 +127,41 @@ class _Reshaper:
         which its node hosts the most pods of `item`, the closest to `current` among those;
         with the pods hosted."""
         model = gpu.model
+        counts = current.profile_counts()
         wanted = {p for part in item.per_pod for p in part.profiles[:1]}
         names = frozenset(
             (wanted & allowed_new_profiles(model, self.policy))
-            | set(current.profile_counts())
+            | set(counts)
             | {i.profile for i in gpu.pins}
         ) & set(model.profiles_by_name)
-        table = layout_table(model, names)
-        profiles = tuple(sorted(names))
-        rows = rows_within(table, keep=mask_of(model, gpu.pins), allowed=profile_mask(model, names))
-        if not rows.any():
+        space = self._space(model, names, gpu.pins)
+        if space is None:
             return None, 0
-        supply = table.supply(profiles)
-        have = np.array([current.profile_counts()[p] for p in profiles], dtype=np.int64)
+        layouts, profiles, rows, supply = space
+        have = np.array([counts[p] for p in profiles], dtype=np.int64)
         others = np.array([free[p] for p in profiles], dtype=np.int64) - have
         hosted = _pods(supply + others, profiles, item)
         hosted[~rows] = -1
         distance = np.abs(supply - have).sum(axis=1)
         order = np.lexsort((distance, -hosted))
         row = int(order[0])
-        return table.layouts[row], int(hosted[row])
+        return layouts[row], int(hosted[row])
+
+    def _space(
+        self, model: GpuModel, names: frozenset[str], pins: Collection[Instance]
+    ) -> tuple[Sequence[Layout], tuple[str, ...], npt.NDArray[np.bool_], IntArray] | None:
+        """The layouts of `model` over profiles `names`, which of them keep `pins`, and what
+        each supplies of `names` (sorted); None where none keeps them. Measured once per
+        (model, profiles, pins): the reshaping asks 3,510 times on 2,000 fragmented GPUs."""
+        key = (model.model, names, frozenset(pins))
+        if key not in self._spaces:
+            table = layout_table(model, names)
+            profiles = tuple(sorted(names))
+            rows = rows_within(table, keep=mask_of(model, pins), allowed=profile_mask(model, names))
+            self._spaces[key] = (
+                (table.layouts, profiles, rows, table.supply(profiles)) if rows.any() else None
+            )
+        return self._spaces[key]
 
 
 def _pods(available: IntArray, profiles: tuple[str, ...], item: DemandItem) -> IntArray:
