@@ -115,11 +115,8 @@ def test_no_answer_without_time(gpu, want) -> None:
     assert mix(gpus, [plan], [want("1g.10gb", 1)], deadline=0.0) is None
 
 
-@given(st.data())
-@settings(max_examples=40, deadline=None, derandomize=True)
-def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
-    # Any fleet and demand (gangs, either/or, bundles) with the starting plans: the mix
-    # meets at least the most weighted demand any of them meets, node by node from one plan.
+def _with_starting_plans(data) -> tuple:
+    """A drawn fleet and demand, and the starting plans for them (keep, the baselines)."""
     gpus = data.draw(fleets())
     demand = data.draw(demands(gpus))
     keep = {gpu_key(g): g.layout for g in gpus}
@@ -127,6 +124,15 @@ def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
         {**keep, **make(gpus, demand)}
         for make in (greedy_targets, first_fit_targets, static_targets)
     ]
+    return gpus, demand, plans
+
+
+@given(st.data())
+@settings(max_examples=40, deadline=None, derandomize=True)
+def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
+    # Any fleet and demand (gangs, either/or, bundles) with the starting plans: the mix
+    # meets at least the most weighted demand any of them meets, node by node from one plan.
+    gpus, demand, plans = _with_starting_plans(data)
     mixed = mix(gpus, plans, demand)
     assert mixed is not None
     best = max(score(gpus, plan, demand).weighted_met for plan in plans)
@@ -141,13 +147,7 @@ def test_the_mix_hosts_at_least_what_each_plan_does(data) -> None:
 def test_each_choice_counts_its_node_as_the_plan_measures_go(data) -> None:
     # A node's choices are summed from its GPUs' shares, cached over the fleet: each must
     # say what `supply_of` and `disruption` say of that node's GPUs under those targets.
-    gpus = data.draw(fleets())
-    demand = data.draw(demands(gpus))
-    keep = {gpu_key(g): g.layout for g in gpus}
-    plans = [keep] + [
-        {**keep, **make(gpus, demand)}
-        for make in (greedy_targets, first_fit_targets, static_targets)
-    ]
+    gpus, _, plans = _with_starting_plans(data)
     # And one plan of any layouts: GPUs used whole, pods evicted, instances kept or not.
     plans.append({gpu_key(g): data.draw(st.sampled_from(enumerate_layouts(g.model))) for g in gpus})
     rebuild = data.draw(st.booleans())
@@ -157,11 +157,11 @@ def test_each_choice_counts_its_node_as_the_plan_measures_go(data) -> None:
         on_node = [g for g in gpus if g.node == node]
         positions = [p for p, name in enumerate(fleet.nodes) if name == node]
         choices = shares.choices(positions)
-        given = {tuple(plan[gpu_key(g)] for g in on_node) for plan in plans}
-        assert len(choices) == len(given)
+        offered = {tuple(plan[gpu_key(g)] for g in on_node) for plan in plans}
+        assert len(choices) == len(offered)
         for choice in choices:
             targets = choice.targets
-            assert tuple(targets[gpu_key(g)] for g in on_node) in given
+            assert tuple(targets[gpu_key(g)] for g in on_node) in offered
             supply = supply_of(on_node, targets, rebuild=rebuild, per_node=True)
             scored = disruption(on_node, targets, weighted_met=0, rebuild=rebuild)
             assert +choice.total == +supply.total
