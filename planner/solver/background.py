@@ -44,7 +44,8 @@ class Background(Generic[T]):
 
 
 CHILD_EXIT_SECONDS = 1.0
-"""How long a child that has answered may take to end before it is killed."""
+"""How long a child that has answered, or whose pipe broke, may take to end before it is
+killed."""
 
 
 class Forked(Generic[T]):
@@ -98,16 +99,19 @@ class Forked(Generic[T]):
         assert self._receive is not None
         assert self._child is not None
         left = self._until - time.monotonic()
+        answered = False
         try:
             if not self._receive.poll(None if math.isinf(left) else max(0.0, left)):
                 return None
+            answered = True
             return (pickle.loads(self._receive.recv_bytes()),)
         except (EOFError, OSError):
             return None
         finally:
             self._receive.close()
             self._receive = None
-            self._child.join(CHILD_EXIT_SECONDS)
+            # A child that answered (or ended) has a moment to go; one given up on, none.
+            self._child.join(CHILD_EXIT_SECONDS if answered else 0)
             if self._child.is_alive():
                 self._child.kill()
                 self._child.join()

@@ -41,6 +41,7 @@ from migplan.planner.fleet import Fleet, fleet_of
 from migplan.planner.gang_allocation import tie_gangs
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.solver.linear import maximize
+from migplan.planner.solver.objective import gpu_disruption
 
 Targets = Mapping[GpuKey, Layout]
 
@@ -101,13 +102,14 @@ class _Shares:
             gpu = situations[number]
             for instance in after.instances:
                 self.total[row, column[instance.profile]] += 1
-            steps, removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)
+            removed = gpu_change(gpu.layout, after, gpu.mig_enabled, rebuild)[1]
             for instance in gpu.pins:
                 pinned[row, column[instance.profile]] += 1
                 if instance not in removed:
                     kept[row, column[instance.profile]] += 1
-            if steps and not (after == gpu.layout and gpu.mig_enabled):
-                self.costs[row] = (gpu.pods_on(removed) + gpu.whole_gpu_used, 1)
+            change = gpu_disruption(gpu, after, rebuild=rebuild)
+            if change is not None:
+                self.costs[row] = (change[0], 1)
         self.unkept = self.total - kept
         self.free = self.total - pinned
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, demand_supply, gpu_change
 from migplan.planner.demand import DemandItem
-from migplan.planner.fleet import Case, fleet_of
+from migplan.planner.fleet import Case, Situation, fleet_of
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.hardware.tables import headroom
 
@@ -64,14 +64,24 @@ def disruption(
     for (number, after), gpu_count in fleet.cases(afters).items():
         case = fleet.situations[number]
         room += headroom(case.model, after) * gpu_count
-        if after == case.layout and case.mig_enabled:
+        change = gpu_disruption(case, after, rebuild=rebuild)
+        if change is None:
             continue
-        ops, removed = gpu_change(case.layout, after, case.mig_enabled, rebuild)
-        if not ops:
-            continue
-        evictions += (case.pods_on(removed) + case.whole_gpu_used) * gpu_count
+        pods, ops = change
+        evictions += pods * gpu_count
         changed += gpu_count
-        steps += len(ops) * gpu_count
+        steps += ops * gpu_count
         moved.add((number, after))
     nodes = fleet.nodes_with(afters, moved)
     return Score(weighted_met, -evictions, -changed, -len(nodes), room, -steps)
+
+
+def gpu_disruption(case: Situation, after: Layout, *, rebuild: bool) -> tuple[int, int] | None:
+    """A GPU in situation `case` taking `after`: the pods it evicts (those on instances it
+    destroys, and a pod using it whole) and its operations; None where it does not change."""
+    if after == case.layout and case.mig_enabled:
+        return None
+    ops, removed = gpu_change(case.layout, after, case.mig_enabled, rebuild)
+    if not ops:
+        return None
+    return case.pods_on(removed) + case.whole_gpu_used, len(ops)
