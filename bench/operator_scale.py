@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +64,21 @@ FREE = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
 GPUS = 8
 MORE = 10
 """Pods that arrive after the first plan (the latency measured)."""
+
+
+def _process_cpu_s(pid: int) -> float:
+    """CPU seconds `pid` has used so far, all its threads (user and system, /proc)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_cpu_s() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        ticks = [int(t) for t in stat.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), sum(ticks) / os.sysconf("SC_CLK_TCK")
 
 
 def _node_names(count: int) -> list[str]:
@@ -203,33 +219,54 @@ def _mode(
         # The steady stretch begins once a re-plan has seen them go: the fleet is then the
         # same from pass to pass, and the requests counted are a steady fleet's.
         _until_met(cp, f"{pods}/{pods}", "the plan without the ten", timeout=300)
-        before, at = api_requests(port), time.monotonic()
-        cpu_before = metric(port, "migplan_planner_cpu_seconds_sum")
-        rss: list[float] = []
-        passes = _Passes(port)
-        while time.monotonic() - at < steady:
-            rss.append(rss_mib(proc.pid))
-            passes.poll()
-            time.sleep(10)
-        passes.poll()
-        plans = len(passes.seconds)
-        figures["plans_in_steady"] = plans
-        figures["planner_s_passes"] = [round(s, 2) for s in passes.seconds]
-        figures["planner_s_mean"] = sum(passes.seconds) / max(1, plans)
-        after, window = api_requests(port), (time.monotonic() - at) / 60
-        rates = {k: (after[k] - before.get(k, 0)) / window for k in after}
-        figures["api_per_minute"] = {k: round(v, 1) for k, v in sorted(rates.items()) if v}
-        figures["rss_mib_peak"] = max(rss)
-        figures["rss_mib_end"] = rss[-1]
-        figures["planner_cpu_s_mean"] = (
-            metric(port, "migplan_planner_cpu_seconds_sum") - cpu_before
-        ) / max(1, plans)
+        figures.update(_steady(port, pid=proc.pid, seconds=steady))
         _progress(f"{mode}: steady stretch done, RSS peak {figures['rss_mib_peak']:.0f} MiB")
         if informers:
             figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout, port=port)
             figures["rss_mib_after_rollout"] = rss_mib(proc.pid)
         if operator_log is not None:
             operator_log.write_text(proc.output())
+    return figures
+
+
+def _steady(port: int, *, pid: int, seconds: float) -> dict:
+    """The steady stretch of `seconds`: each pass's seconds, API requests a minute, RSS, and
+    where the passes' time went (the planning thread's CPU, the reads, the operator's CPU
+    over all its threads, how busy the machine's cores were)."""
+    figures: dict = {}
+    before, at = api_requests(port), time.monotonic()
+    cpu_before = metric(port, "migplan_planner_cpu_seconds_sum")
+    read_before = metric(port, "migplan_planner_read_seconds_sum")
+    operator_before, machine_before = _process_cpu_s(pid), _machine_cpu_s()
+    rss: list[float] = []
+    passes = _Passes(port)
+    while time.monotonic() - at < seconds:
+        rss.append(rss_mib(pid))
+        passes.poll()
+        time.sleep(10)
+    passes.poll()
+    plans = len(passes.seconds)
+    figures["plans_in_steady"] = plans
+    figures["planner_s_passes"] = [round(s, 2) for s in passes.seconds]
+    figures["planner_s_mean"] = sum(passes.seconds) / max(1, plans)
+    after, window = api_requests(port), (time.monotonic() - at) / 60
+    operator_cpu = _process_cpu_s(pid) - operator_before
+    busy, total = (a - b for a, b in zip(_machine_cpu_s(), machine_before, strict=True))
+    # Where a pass's wall time went: the operator's other threads (informers, kopf) hold
+    # the interpreter lock for the operator's CPU time less the planning thread's; the
+    # cores were free for the share of the machine not busy.
+    figures["operator_cpu_s_per_min"] = operator_cpu / window
+    figures["machine_busy_share"] = busy / total if total else float("nan")
+    rates = {k: (after[k] - before.get(k, 0)) / window for k in after}
+    figures["api_per_minute"] = {k: round(v, 1) for k, v in sorted(rates.items()) if v}
+    figures["rss_mib_peak"] = max(rss)
+    figures["rss_mib_end"] = rss[-1]
+    figures["planner_cpu_s_mean"] = (
+        metric(port, "migplan_planner_cpu_seconds_sum") - cpu_before
+    ) / max(1, plans)
+    figures["planner_read_s_mean"] = (
+        metric(port, "migplan_planner_read_seconds_sum") - read_before
+    ) / max(1, plans)
     return figures
 
 
@@ -382,6 +419,15 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         "planner s per pass (cron, steady)": lambda r: f"{r['planner_s_mean']:.2f}",
         "each pass, s": lambda r: " / ".join(f"{s:.1f}" for s in r.get("planner_s_passes", [])),
         "of which the planning thread on a core, s": lambda r: f"{r['planner_cpu_s_mean']:.2f}",
+        "of which reading the caches or lists, s": lambda r: (
+            f"{r['planner_read_s_mean']:.2f}" if "planner_read_s_mean" in r else "-"
+        ),
+        "operator process on a core, s a minute (all threads)": lambda r: (
+            f"{r['operator_cpu_s_per_min']:.1f}" if "operator_cpu_s_per_min" in r else "-"
+        ),
+        "machine's cores busy in the stretch, %": lambda r: (
+            f"{100 * r['machine_busy_share']:.0f}" if "machine_busy_share" in r else "-"
+        ),
         "operator RSS MiB: peak / end": lambda r: (
             f"{r['rss_mib_peak']:.0f} / {r['rss_mib_end']:.0f}"
         ),

@@ -293,8 +293,8 @@ class PlanController:
         except MigplanInputError as exc:
             self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))
             return
-        metrics.PLANNER_SECONDS.labels(plan=name).observe(time.monotonic() - started)
-        metrics.PLANNER_CPU_SECONDS.labels(plan=name).observe(time.thread_time() - cpu)
+        planned_in, cpu = time.monotonic() - started, time.thread_time() - cpu
+        metrics.observe_pass(name, seconds=planned_in, cpu=cpu, read=result.read_seconds)
         self._warn_skipped(result.skipped)
         new = result.status
         new["plan"] = replacing_plan(status.get("plan"), new["plan"])
@@ -351,6 +351,9 @@ class PlanController:
             nodes=s.nodes_touched,
             evictions=s.evictions,
             seconds=round(time.monotonic() - started, 3),
+            pass_seconds=round(planned_in, 3),
+            read_seconds=round(result.read_seconds, 3),
+            cpu_seconds=round(cpu, 3),
         )
 
     def _post(self, body: PlanBody, outcome: Outcome) -> None:

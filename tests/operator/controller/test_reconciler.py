@@ -399,7 +399,7 @@ def test_previous_layouts_pass_over_entries_edited_out_of_shape() -> None:
     assert planning.previous_layouts({"plan": {"nodes": ["a"]}}) == {}
 
 
-def test_a_planning_pass_is_timed_in_wall_and_cpu_seconds(cluster: InMemoryCluster) -> None:
+def test_a_planning_pass_is_timed_in_wall_cpu_and_read_seconds(cluster: InMemoryCluster) -> None:
     from prometheus_client import REGISTRY
 
     def observed(name: str) -> tuple[float, float]:
@@ -412,5 +412,7 @@ def test_a_planning_pass_is_timed_in_wall_and_cpu_seconds(cluster: InMemoryClust
     cluster.store.create(PLANS, plan_body("timed"))
     plans.spec_changed("timed")
     wall, cpu = observed("migplan_planner_seconds"), observed("migplan_planner_cpu_seconds")
-    assert wall[0] == cpu[0] == 1
+    read = observed("migplan_planner_read_seconds")
+    assert wall[0] == cpu[0] == read[0] == 1
     assert 0 < cpu[1] <= wall[1] + 0.05
+    assert 0 < read[1] < wall[1]
