@@ -50,6 +50,7 @@ from migplan.planner.api.spec import (
     duration_seconds,
 )
 from migplan.planner.errors import MigplanInputError
+from migplan.planner.gc_pause import Settler, gc_paused
 from migplan.planner.hardware.catalog import Catalog
 from migplan.planner.pipeline import check_policy
 from migplan.planner.plan import Plan
@@ -71,6 +72,9 @@ from migplan.planner.schema import parse_model
 from migplan.planner.status import ReplanReason, ScaleOutStatus
 
 log = structlog.get_logger("migplan.operator")
+
+SETTLER = Settler()
+"""One a process: every plan's re-plans settle the same heap."""
 
 STALE_REPLANS = 3
 """Automatic re-plans after nodes were given up because the cluster changed under the plan."""
@@ -255,7 +259,16 @@ class PlanController:
     def _replan(
         self, body: PlanBody, *, reason: str, manifest: GPUPartitionPlan | None = None
     ) -> None:
-        """Plan `body` now (`manifest`: its spec, when the caller parsed it already)."""
+        """Plan `body` now (`manifest`: its spec, when the caller parsed it already). The
+        cyclic collector stays paused until the plan is written, and what the process holds
+        is then settled out of its sight (`planner/gc_pause.py`): the collections a pass's
+        new objects set off would otherwise run before the write, over the informer caches."""
+        with gc_paused(settler=SETTLER):
+            self._replan_now(body, reason=reason, manifest=manifest)
+
+    def _replan_now(
+        self, body: PlanBody, *, reason: str, manifest: GPUPartitionPlan | None
+    ) -> None:
         name = body["metadata"]["name"]
         manifest = manifest or self._manifest(body)
         if manifest is None:

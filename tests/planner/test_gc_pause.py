@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
-from migplan.planner.gc_pause import gc_paused
+from migplan.planner.gc_pause import Settler, gc_paused
 from migplan.planner.hardware.catalog import default_catalog
 from migplan.planner.pipeline import plan_fleet
 
@@ -22,10 +23,21 @@ def collector_on() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
     yield
+    gc.unfreeze()
     if was:
         gc.enable()
     else:
         gc.disable()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _dropped_cycle() -> weakref.ref[_Cycle]:
+    """A reference cycle no one holds any more: only the collector can free it."""
+    return weakref.ref(_Cycle())
 
 
 def test_the_collector_is_off_inside_and_on_after() -> None:
@@ -80,4 +92,31 @@ def test_a_planning_pass_runs_with_the_collector_off() -> None:
     )
     assert on_while_planning
     assert not any(on_while_planning)
+    assert gc.isenabled()
+
+
+def test_settling_hides_the_heap_from_collections_then_returns_it() -> None:
+    settler = Settler(every=3)
+    with gc_paused(settler=settler):
+        frozen_garbage = _dropped_cycle()
+    assert gc.get_freeze_count() > 0
+    gc.collect()
+    assert frozen_garbage() is not None  # frozen: out of the collector's sight
+    with gc_paused(settler=settler):
+        pass
+    gc.collect()
+    assert frozen_garbage() is not None
+    with gc_paused(settler=settler):  # the third: unfrozen
+        pass
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert frozen_garbage() is None
+
+
+def test_garbage_made_after_settling_is_collected_as_usual() -> None:
+    with gc_paused(settler=Settler()):
+        pass
+    fresh = _dropped_cycle()
+    gc.collect()
+    assert fresh() is None
     assert gc.isenabled()

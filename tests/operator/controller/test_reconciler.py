@@ -4,6 +4,7 @@ a rollout to Ready."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -416,3 +417,25 @@ def test_a_planning_pass_is_timed_in_wall_cpu_and_read_seconds(cluster: InMemory
     assert wall[0] == cpu[0] == read[0] == 1
     assert 0 < cpu[1] <= wall[1] + 0.05
     assert 0 < read[1] < wall[1]
+
+
+def test_the_collector_stays_paused_until_the_plan_is_written(
+    cluster: InMemoryCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = controller(cluster)
+    collecting_at_write: list[bool] = []
+    patch = plans.api.plans.patch_plan_status
+
+    def patch_status(**kwargs: Any) -> None:
+        collecting_at_write.append(gc.isenabled())
+        patch(**kwargs)
+
+    monkeypatch.setattr(plans.api.plans, "patch_plan_status", patch_status)
+    cluster.store.create(PLANS, plan_body("paused"))
+    try:
+        plans.spec_changed("paused")
+        assert collecting_at_write
+        assert not any(collecting_at_write)
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
