@@ -22,25 +22,26 @@ EVICTIONS_REFUSED = Counter(
     "Evictions refused (429), mostly by disruption budgets",
     ["plan"],
 )
-PLANNER_SECONDS = Histogram(
-    "migplan_planner_seconds",
-    "Wall time of one planning (inventory read, solve, validate)",
-    ["plan"],
-    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+PASS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+def _per_pass(name: str, documentation: str) -> Histogram:
+    """Seconds of some kind, one observation per planning pass of a plan."""
+    return Histogram(name, documentation, ["plan"], buckets=PASS_BUCKETS)
+
+
+PLANNER_SECONDS = _per_pass(
+    "migplan_planner_seconds", "Wall time of one planning (inventory read, solve, validate)"
 )
-PLANNER_CPU_SECONDS = Histogram(
+PLANNER_CPU_SECONDS = _per_pass(
     "migplan_planner_cpu_seconds",
     "CPU time of the thread that plans, per planning (the solver's helper threads not "
     "counted): beside migplan_planner_seconds, how much of a pass waited for a core",
-    ["plan"],
-    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
-PLANNER_READ_SECONDS = Histogram(
+PLANNER_READ_SECONDS = _per_pass(
     "migplan_planner_read_seconds",
     "Wall time of a planning pass's reads (informer caches or lists, live facts) and "
     "screening, before the planner starts: part of migplan_planner_seconds",
-    ["plan"],
-    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
 DEMAND_MET = Gauge("migplan_demand_met_ratio", "Share of the plan's demand met", ["plan"])
 STEP_SECONDS = Histogram(
