@@ -82,6 +82,8 @@ def gc_paused(*, settler: Settler | None = None) -> Iterator[None]:
     try:
         yield
     finally:
-        if settler is not None:
-            settler.settle()
-        _PAUSE.leave()
+        try:
+            if settler is not None:
+                settler.settle()
+        finally:
+            _PAUSE.leave()
