@@ -6,7 +6,6 @@ and are what the offline preview reads.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -18,6 +17,7 @@ from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_v
 
 from migplan.planner.api.group import ApiVersion
 from migplan.planner.api.labels import LABEL_KEY, LABEL_VALUE
+from migplan.planner.cores import usable_cores
 from migplan.planner.hardware.catalog import PROFILE_NAME
 from migplan.planner.hardware.resources import RESOURCE_NAME
 from migplan.planner.schema import CamelModel
@@ -334,10 +334,11 @@ class SolverSpec(CamelModel):
     )
 
     def resolved_workers(self) -> int:
-        """`workers`, or the default for the cores this process may use."""
+        """`workers`, or the default for the cores this process may use (`cores.py`: its
+        affinity, at most its container's CPU limit)."""
         if self.workers is not None:
             return self.workers
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        cores = usable_cores()
         return cores if cores >= PORTFOLIO_CORES else 1
 
 

@@ -26,6 +26,7 @@ from migplan.planner.api.inventory import GpuState
 from migplan.planner.api.spec import Disruption, PolicySpec
 from migplan.planner.assemble import GpuKey, assemble_plan, gpu_change, gpu_key
 from migplan.planner.baselines import first_fit_targets, greedy_targets, static_targets
+from migplan.planner.cores import usable_cores
 from migplan.planner.demand import DemandItem, demand_weight
 from migplan.planner.fleet import Fleet
 from migplan.planner.hardware.layout import Layout
@@ -118,6 +119,15 @@ FORKED_STARTS_GPUS = 1_000
 Python at 40,000 fragmented GPUs that ran before the first stage could start. There the
 fork took 0.006-0.012 s of this process, and the answer came 0.056-0.082 s after the
 child's work ended (pickled, sent, read back)."""
+FORKED_STARTS_SITUATIONS = 1_000
+"""Nor with fewer distinct GPU situations than this (`Fleet.situations`). This process's work
+while the child runs (classes, pools, the model) grows with the situations, the child's with
+the GPUs; and the child takes with it the memos its scoring fills, which this process then
+fills again. On 40,000 GPUs of two situations (the operator's 5,000-node bench fleet) this
+process waited 0.15-0.41 s for a child it ran beside for 0.14-0.25 s, and the pass took
+1.70-1.84 s and 1.85-2.0 s of CPU forked against 1.47-1.58 s and as much CPU made here; at
+4,463 situations (fragmented) it built for 2.0-2.7 s while the child worked and waited
+0.04-0.44 s. A fork also needs a second core to run on (`cores.usable_cores`)."""
 
 Progress = Callable[[str], None]
 
@@ -500,16 +510,25 @@ def _ranking(
     until: float,
 ) -> Callable[[], Ranked]:
     """What gives the starting plans ranked (`_start_plans`, `_ranked`). From
-    `FORKED_STARTS_GPUS` GPUs they are made at once in a forked child (`Forked`), on the
-    second core while this process builds the model, and the function waits for them; a
-    child with no answer by `until` (the pass's deadline) is taken for stuck, and they are
-    made here."""
+    `FORKED_STARTS_GPUS` GPUs in `FORKED_STARTS_SITUATIONS` situations, where this process
+    may use two cores, they are made at once in a forked child (`Forked`), on the second
+    core while this process builds the model, and the function waits for them; a child with
+    no answer by `until` (the pass's deadline) is taken for stuck, and they are made here."""
 
     def rank() -> Ranked:
         layouts = None if previous is None else previous_targets(gpus, previous, policy)
         return _ranked(policy, gpus, demand, _start_plans(gpus, demand, previous=layouts))
 
-    return rank if len(gpus) < FORKED_STARTS_GPUS else Forked(rank, until=until).result
+    return Forked(rank, until=until).result if _forks(gpus) else rank
+
+
+def _forks(gpus: Fleet) -> bool:
+    """Whether the starting plans are worth a forked child (`FORKED_STARTS_SITUATIONS`)."""
+    return (
+        len(gpus) >= FORKED_STARTS_GPUS
+        and len(gpus.situations) >= FORKED_STARTS_SITUATIONS
+        and usable_cores() >= 2
+    )
 
 
 def _ranked(

@@ -425,7 +425,7 @@ def test_starting_plans_made_in_a_forked_child_give_the_same_plan(gpu, want, mon
             answered.append(pid)
             return value
 
-    monkeypatch.setattr(facade, "FORKED_STARTS_GPUS", 1)
+    forking(monkeypatch)
     monkeypatch.setattr(facade, "Forked", Watched)
     forked = solve(gpus, demand, EVICT)
     assert len(answered) == 1
@@ -435,6 +435,37 @@ def test_starting_plans_made_in_a_forked_child_give_the_same_plan(gpu, want, mon
         here.solver.started_from,
         here.solver.chosen,
     )
+
+
+def forking(monkeypatch, *, gpus: int = 1, situations: int = 1, cores: int = 2) -> None:
+    """Fork for the starting plans from `gpus` GPUs in `situations` situations, on `cores`."""
+    monkeypatch.setattr(facade, "FORKED_STARTS_GPUS", gpus)
+    monkeypatch.setattr(facade, "FORKED_STARTS_SITUATIONS", situations)
+    monkeypatch.setattr(facade, "usable_cores", lambda: cores)
+
+
+@pytest.mark.parametrize(
+    ("situations", "cores", "forks"), [(3, 2, True), (4, 2, False), (3, 1, False)]
+)
+def test_starting_plans_are_forked_only_for_varied_fleets_with_a_second_core(
+    gpu, want, monkeypatch, situations, cores, forks
+) -> None:
+    """A fleet of few situations gives the child little to overlap (its memos are lost to
+    this process too), and a single core none to run on: the plans are then made here."""
+    gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node=f"n{i}") for i in range(4)]
+    gpus += [gpu("H100-80GB", "3g.40gb@0", node="m0"), gpu("A100-80GB", "7g.80gb@0", node="m1")]
+    started: list[int] = []
+
+    class Counted(Forked):
+        def __init__(self, work, **kwargs) -> None:
+            started.append(1)
+            super().__init__(work, **kwargs)
+
+    forking(monkeypatch, gpus=6, situations=situations, cores=cores)
+    monkeypatch.setattr(facade, "Forked", Counted)
+    plan = solve(gpus, [want("1g.10gb", 5)])
+    assert len(started) == (1 if forks else 0)
+    assert plan.summary.met == 5
 
 
 def test_a_forked_child_stuck_for_good_costs_the_pass_its_time_limit_not_its_plan(
@@ -456,7 +487,7 @@ def test_a_forked_child_stuck_for_good_costs_the_pass_its_time_limit_not_its_pla
 
             super().__init__(stuck, **kwargs)
 
-    monkeypatch.setattr(facade, "FORKED_STARTS_GPUS", 1)
+    forking(monkeypatch)
     monkeypatch.setattr(facade, "Forked", Stuck)
     planned: list[object] = []
     started = time.monotonic()
