@@ -66,11 +66,13 @@ MORE = 10
 """Pods that arrive after the first plan (the latency measured)."""
 
 
-def _process_cpu_s(pid: int) -> float:
-    """CPU seconds `pid` has used so far, all its threads (user and system, /proc)."""
+def _process_cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds `pid` has used so far, all its threads, and its children that ended (the
+    planner's forked ones): user and system, /proc."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
 
 def _machine_cpu_s() -> tuple[float, float]:
@@ -250,12 +252,15 @@ def _steady(port: int, *, pid: int, seconds: float) -> dict:
     figures["planner_s_passes"] = [round(s, 2) for s in passes.seconds]
     figures["planner_s_mean"] = sum(passes.seconds) / max(1, plans)
     after, window = api_requests(port), (time.monotonic() - at) / 60
-    operator_cpu = _process_cpu_s(pid) - operator_before
+    (operator_cpu, children_cpu) = (
+        a - b for a, b in zip(_process_cpu_s(pid), operator_before, strict=True)
+    )
     busy, total = (a - b for a, b in zip(_machine_cpu_s(), machine_before, strict=True))
     # Where a pass's wall time went: the operator's other threads (informers, kopf) hold
     # the interpreter lock for the operator's CPU time less the planning thread's; the
     # cores were free for the share of the machine not busy.
     figures["operator_cpu_s_per_min"] = operator_cpu / window
+    figures["children_cpu_s_per_min"] = children_cpu / window
     figures["machine_busy_share"] = busy / total if total else float("nan")
     rates = {k: (after[k] - before.get(k, 0)) / window for k in after}
     figures["api_per_minute"] = {k: round(v, 1) for k, v in sorted(rates.items()) if v}
@@ -424,6 +429,9 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
         ),
         "operator process on a core, s a minute (all threads)": lambda r: (
             f"{r['operator_cpu_s_per_min']:.1f}" if "operator_cpu_s_per_min" in r else "-"
+        ),
+        "its forked children on a core, s a minute": lambda r: (
+            f"{r['children_cpu_s_per_min']:.1f}" if "children_cpu_s_per_min" in r else "-"
         ),
         "machine's cores busy in the stretch, %": lambda r: (
             f"{100 * r['machine_busy_share']:.0f}" if "machine_busy_share" in r else "-"

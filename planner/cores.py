@@ -40,8 +40,8 @@ def quota_cores(*, cgroup_root: Path | None = None, membership: Path | None = No
     own = _own_cgroups(membership)
     v2 = _read(_mine(root, own.get("")) / "cpu.max")
     if v2 is not None:
-        quota, _, period = v2.partition(" ")
-        return _ratio(quota, period or "100000")
+        limit, _, every = v2.partition(" ")
+        return _ratio(limit, every or "100000")
     v1 = _mine(root / "cpu", own.get("cpu"))
     quota = _read(v1 / "cpu.cfs_quota_us")
     period = _read(v1 / "cpu.cfs_period_us")

@@ -322,8 +322,9 @@ class SolverSpec(CamelModel):
             ge=1,
             le=64,
             strict=True,
-            description="CP-SAT search workers; unset: all cores on machines with at least "
-            f"{PORTFOLIO_CORES}, else 1 (measured faster on 2 cores)",
+            description="CP-SAT search workers; unset: every core the operator may use (at "
+            f"most its container's CPU limit) where that is at least {PORTFOLIO_CORES}, else 1 "
+            "(measured faster on 2 cores)",
         ),
     ] = None
     deterministic: bool = Field(

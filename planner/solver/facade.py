@@ -119,15 +119,19 @@ FORKED_STARTS_GPUS = 1_000
 Python at 40,000 fragmented GPUs that ran before the first stage could start. There the
 fork took 0.006-0.012 s of this process, and the answer came 0.056-0.082 s after the
 child's work ended (pickled, sent, read back)."""
-FORKED_STARTS_SITUATIONS = 1_000
-"""Nor with fewer distinct GPU situations than this (`Fleet.situations`). This process's work
-while the child runs (classes, pools, the model) grows with the situations, the child's with
-the GPUs; and the child takes with it the memos its scoring fills, which this process then
-fills again. On 40,000 GPUs of two situations (the operator's 5,000-node bench fleet) this
-process waited 0.15-0.41 s for a child it ran beside for 0.14-0.25 s, and the pass took
-1.70-1.84 s and 1.85-2.0 s of CPU forked against 1.47-1.58 s and as much CPU made here; at
-4,463 situations (fragmented) it built for 2.0-2.7 s while the child worked and waited
-0.04-0.44 s. A fork also needs a second core to run on (`cores.usable_cores`)."""
+FORKED_STARTS_SITUATIONS = 100
+"""Nor with fewer distinct GPU situations than this (`Fleet.situations`): a fleet of many
+identical nodes gives this process little to do while the child works (few classes, pools
+and a small model), and the child takes the memos its scoring fills with it, which this
+process then fills again. On 40,000 GPUs of two situations (the operator's 5,000-node bench
+fleet) this process waited 0.15-0.41 s for a child it ran beside for 0.14-0.25 s, and the pass
+took 1.53-1.86 s and 1.67-2.0 s of CPU forked against 1.47-1.67 s and as much CPU made here;
+`bench/planner.py`'s trace snapshot (8,216 GPUs, one situation) took 0.37-0.48 s forked
+(median 0.40 s of 9 runs), 0.20-0.45 s made here (median 0.28 s of 11). Its friendly fleet
+(8,000 GPUs, 219 situations) showed no difference beyond the spread of runs of one code
+(2.2-3.3 s), and still forks; at 4,463 situations (fragmented) this process built for 2.0-2.7
+s while the child worked and waited 0.04-0.44 s. A fork also needs a second core to run on
+(`cores.usable_cores`)."""
 
 Progress = Callable[[str], None]
 

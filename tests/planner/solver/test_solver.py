@@ -445,15 +445,16 @@ def forking(monkeypatch, *, gpus: int = 1, situations: int = 1, cores: int = 2) 
 
 
 @pytest.mark.parametrize(
-    ("situations", "cores", "forks"), [(3, 2, True), (4, 2, False), (3, 1, False)]
+    "case", [(3, 2, True), (4, 2, False), (3, 1, False)], ids=["forks", "few", "one-core"]
 )
 def test_starting_plans_are_forked_only_for_varied_fleets_with_a_second_core(
-    gpu, want, monkeypatch, situations, cores, forks
+    gpu, want, monkeypatch, case
 ) -> None:
     """A fleet of few situations gives the child little to overlap (its memos are lost to
     this process too), and a single core none to run on: the plans are then made here."""
     gpus = [gpu("H100-80GB", "1g.10gb@0+1g.10gb@1", node=f"n{i}") for i in range(4)]
     gpus += [gpu("H100-80GB", "3g.40gb@0", node="m0"), gpu("A100-80GB", "7g.80gb@0", node="m1")]
+    situations, cores, forks = case
     started: list[int] = []
 
     class Counted(Forked):
