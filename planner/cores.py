@@ -6,8 +6,8 @@ operator pod limited to one CPU on a 64-core node would start 64 CP-SAT workers,
 child for a second core it does not have, and the quota would throttle both. The quota is read from
 `cpu.max` (cgroup v2) or `cpu/cpu.cfs_quota_us` over `cpu.cfs_period_us` (v1) under
 `/sys/fs/cgroup`, in the process's own cgroup as `/proc/self/cgroup` names it where that
-directory is there (a service or a container without its own cgroup namespace), else at the
-top (a container, which sees its cgroup there), as joblib's `loky.cpu_count()` reads the top.
+directory is there (a service on a host), else at the top (a container, which sees its own
+cgroup there, whichever path the host gives it), as joblib's `loky.cpu_count()` reads the top.
 Hand-written rather than taken from loky: importing loky costs 80-100 ms, which every
 `migplan` command would pay (measured on this project's 2-core machine).
 """
