@@ -514,10 +514,11 @@ def _ranking(
     until: float,
 ) -> Callable[[], Ranked]:
     """What gives the starting plans ranked (`_start_plans`, `_ranked`). From
-    `FORKED_STARTS_GPUS` GPUs in `FORKED_STARTS_SITUATIONS` situations, where this process
-    may use two cores, they are made at once in a forked child (`Forked`), on the second
-    core while this process builds the model, and the function waits for them; a child with
-    no answer by `until` (the pass's deadline) is taken for stuck, and they are made here."""
+    `FORKED_STARTS_GPUS` GPUs in at least `FORKED_STARTS_SITUATIONS` situations, where this
+    process may use two cores, they are made at once in a forked child (`Forked`), on the
+    second core while this process builds the model, and the function waits for them; a
+    child with no answer by `until` (the pass's deadline) is taken for stuck, and they are
+    made here."""
 
     def rank() -> Ranked:
         layouts = None if previous is None else previous_targets(gpus, previous, policy)
