@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def collector_on() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
+    gc.unfreeze()  # a heap frozen by an earlier test would pass the freeze checks here
     yield
     gc.unfreeze()
     if was:
