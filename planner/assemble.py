@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -24,7 +24,7 @@ from migplan.planner.allocation import (
     allocate,
     take_scattered,
 )
-from migplan.planner.api.inventory import GpuState
+from migplan.planner.api.inventory import GpuState, Inventory, NodeInfo
 from migplan.planner.demand import (
     DemandItem,
     DemandKind,
@@ -33,7 +33,7 @@ from migplan.planner.demand import (
     is_workload_gang,
 )
 from migplan.planner.diff import operations, removed_instances
-from migplan.planner.fleet import Fleet, fleet_of
+from migplan.planner.fleet import Counted, Fleet, fleet_of
 from migplan.planner.hardware.layout import Instance, Layout
 from migplan.planner.plan import (
     DemandResult,
@@ -117,18 +117,19 @@ def supply_of(
     *,
     rebuild: bool = False,
     per_node: bool = False,
+    counted: Counted | None = None,
 ) -> Supply:
     """What the target layouts supply, given which in-use instances they keep; with
     `per_node`, also each node's instances nobody keeps (what bundles need). Counted per
     situation and target (`fleet.py`): pass a `Fleet` where many plans of one fleet are
-    measured."""
+    measured, and `counted` where the caller has them counted already."""
     fleet = fleet_of(gpus)
-    afters = fleet.afters(targets)
+    afters, cases = counted or fleet.counted(targets)
     total: Counter[str] = Counter()
     kept: Counter[str] = Counter()
     evicted: Counter[str] = Counter()
     layouts: Counter[Layout] = Counter()
-    for (number, after), gpu_count in fleet.cases(afters).items():
+    for (number, after), gpu_count in cases.items():
         layouts[after] += gpu_count
         case = fleet.situations[number]
         if not case.pins:
@@ -165,11 +166,12 @@ def demand_supply(
     targets: Mapping[GpuKey, Layout],
     *,
     rebuild: bool = False,
+    counted: Counted | None = None,
 ) -> tuple[Supply, Allocation]:
     """What the targets supply and how `allocation.allocate` gives it to `demand`, per node
-    where bundles need it."""
+    where bundles need it (`counted`: as `supply_of`)."""
     bundles = any(item.per_pod for item in demand)
-    supply = supply_of(gpus, targets, rebuild=rebuild, per_node=bundles)
+    supply = supply_of(gpus, targets, rebuild=rebuild, per_node=bundles, counted=counted)
     nodes = supply.bundle_nodes() if bundles else None
     return supply, allocate(demand, supply.available(), nodes=nodes)
 
@@ -184,17 +186,29 @@ class Explains(Protocol):
         """Why the gang of `items` is not met."""
 
 
-def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
+def input_hash(
+    *parts: BaseModel | Sequence[BaseModel] | None,
+    nodes: Callable[[NodeInfo], orjson.Fragment] | None = None,
+) -> str:
     """A stable digest of the planner's inputs (sha256 of their canonical JSON): the same
     inputs give the same digest however their mappings are ordered (an inventory written as
     YAML with sorted keys, or as JSON in any order). orjson writes the sorted JSON in 0.04 s
     where `json.dumps` took 0.25 s on 40,000 GPUs, the same bytes for ASCII text (other text
     it writes as UTF-8, not escaped). pydantic's own serialiser would be faster still, but
-    writes mappings in their own order."""
+    writes mappings in their own order.
+
+    `nodes`: each node of an Inventory part as canonical JSON, written beforehand
+    (`ResolvedNodes.canonical`, which keeps it while the node is unchanged): the same digest,
+    without dumping and writing every node again (the operator's passes at 40,000 GPUs:
+    0.2 s to 0.02 s)."""
 
     def plain(part: BaseModel | Sequence[BaseModel] | None) -> object:
         if part is None:
             return None
+        if nodes is not None and isinstance(part, Inventory):
+            document = part.model_dump(mode="json", by_alias=True, exclude={"nodes"})
+            document["nodes"] = [nodes(node) for node in part.nodes]
+            return document
         if isinstance(part, BaseModel):
             return part.model_dump(mode="json", by_alias=True)
         return [p.model_dump(mode="json", by_alias=True) for p in part]
@@ -203,6 +217,8 @@ def input_hash(*parts: BaseModel | Sequence[BaseModel] | None) -> str:
     try:
         text = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson refuses
+        if nodes is not None:
+            return input_hash(*parts)
         text = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(text).hexdigest()
 

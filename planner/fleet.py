@@ -22,6 +22,9 @@ from migplan.planner.hardware.layout import Instance, Layout
 
 Case = tuple[int, Layout]
 """A situation (its number in `Fleet.situations`) and a target layout."""
+Counted = tuple[list[Layout], Counter[Case]]
+"""A plan's target for each GPU in the fleet's order, and its GPUs per case
+(`Fleet.counted`): worked out once where one plan is measured several ways."""
 
 
 @dataclass(frozen=True)
@@ -53,20 +56,19 @@ class Fleet(Sequence[GpuState]):
         self.situations: list[Situation] = []
         self.numbers: list[int] = []
         for gpu in self._gpus:
-            shared = tuple(sorted((i, len(p)) for i, p in gpu.sharers.items()))
-            pins = frozenset(gpu.pins)
-            key = (gpu.model, gpu.layout, gpu.mig_enabled, pins, shared, gpu.whole_gpu_pod is None)
+            key = gpu.situation
             number = numbers.get(key)
             if number is None:
                 number = numbers[key] = len(self.situations)
+                model, layout, mig_enabled, pins, shared, whole_gpu_free = key
                 self.situations.append(
                     Situation(
-                        model=gpu.model,
-                        layout=gpu.layout,
-                        mig_enabled=gpu.mig_enabled,
+                        model=model,
+                        layout=layout,
+                        mig_enabled=mig_enabled,
                         pins=pins,
                         sharers=dict(shared),
-                        whole_gpu_used=gpu.whole_gpu_pod is not None,
+                        whole_gpu_used=not whole_gpu_free,
                     )
                 )
             self.numbers.append(number)
@@ -74,6 +76,11 @@ class Fleet(Sequence[GpuState]):
     def afters(self, targets: Mapping[tuple[str, int], Layout]) -> list[Layout]:
         """Each GPU's layout in `targets`, in the fleet's order."""
         return list(map(targets.__getitem__, self.keys))
+
+    def counted(self, targets: Mapping[tuple[str, int], Layout]) -> Counted:
+        """`afters` and `cases` of `targets`: what every measure of a plan starts from."""
+        afters = self.afters(targets)
+        return afters, self.cases(afters)
 
     def cases(self, afters: Sequence[Layout]) -> Counter[Case]:
         """GPUs per (situation, target), first seen first (`afters` from `afters`)."""

@@ -142,7 +142,7 @@ def _plan_fleet(
         workers=spec.solver.resolved_workers(),
         deterministic=spec.solver.deterministic,
         progress=progress,
-        digest=input_hash(spec, scope),
+        digest=input_hash(spec, scope, nodes=None if memo is None else memo.canonical),
         started=started,
         previous=previous,
     )

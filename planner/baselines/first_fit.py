@@ -42,7 +42,7 @@ def first_fit_targets(
 ) -> dict[GpuKey, Layout]:
     """The layouts first-fit changes (never destroys anything)."""
     ordered = sorted(gpus, key=lambda g: (g.node, g.index))
-    layouts = {gpu_key(g): g.layout for g in ordered}
+    layouts = [g.layout for g in ordered]  # by position in `ordered`
     weight = priority_of(demand)
     missing = missing_demand(gpus, demand)
     requests = sorted(
@@ -57,13 +57,18 @@ def first_fit_targets(
             first[profile] = n
             if profile not in gpu.model.profiles_by_name or gpu.whole_gpu_pod:
                 continue
-            placed = _placed(gpu.model, layouts[gpu_key(gpu)], profile)
+            placed = _placed(gpu.model, layouts[n], profile)
             if placed is not None:
-                layouts[gpu_key(gpu)] = placed
+                layouts[n] = placed
                 break
         else:
             first[profile] = len(ordered)
-    return {gpu_key(g): layouts[gpu_key(g)] for g in ordered if layouts[gpu_key(g)] != g.layout}
+    # A GPU it placed on holds a new layout object, one more instance than it had.
+    return {
+        gpu_key(g): after
+        for g, after in zip(ordered, layouts, strict=True)
+        if after is not g.layout
+    }
 
 
 def first_fit_plan(gpus: Sequence[GpuState], demand: Sequence[DemandItem]) -> Plan:

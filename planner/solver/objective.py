@@ -13,7 +13,7 @@ from typing import NamedTuple
 from migplan.planner.api.inventory import GpuState
 from migplan.planner.assemble import GpuKey, demand_supply, gpu_change
 from migplan.planner.demand import DemandItem
-from migplan.planner.fleet import Case, Situation, fleet_of
+from migplan.planner.fleet import Case, Counted, Situation, fleet_of
 from migplan.planner.hardware.layout import Layout
 from migplan.planner.hardware.tables import headroom
 
@@ -43,8 +43,15 @@ def score(
     """The criteria of the plan taking every GPU to its layout in `targets` (pass a
     `fleet.Fleet` where many plans of one fleet are scored)."""
     fleet = fleet_of(gpus)
-    _, allocation = demand_supply(demand, fleet, targets, rebuild=rebuild)
-    return disruption(fleet, targets, weighted_met=allocation.weighted(demand), rebuild=rebuild)
+    counted = fleet.counted(targets)  # measured twice below: 15 ms each time at 40,000 GPUs
+    _, allocation = demand_supply(demand, fleet, targets, rebuild=rebuild, counted=counted)
+    return disruption(
+        fleet,
+        targets,
+        weighted_met=allocation.weighted(demand),
+        rebuild=rebuild,
+        counted=counted,
+    )
 
 
 def disruption(
@@ -53,15 +60,17 @@ def disruption(
     *,
     weighted_met: int,
     rebuild: bool = False,
+    counted: Counted | None = None,
 ) -> Score:
     """The criteria after demand met, which the caller knows (`weighted_met`): what ranks
     plans that meet the same demand, without giving the demand its instances (the costly
-    part of `score` where gangs and bundles are packed node by node)."""
+    part of `score` where gangs and bundles are packed node by node). `counted`: the
+    targets counted already (`Fleet.counted`)."""
     fleet = fleet_of(gpus)
-    afters = fleet.afters(targets)
+    afters, cases = counted or fleet.counted(targets)
     evictions = changed = room = steps = 0
     moved: set[Case] = set()
-    for (number, after), gpu_count in fleet.cases(afters).items():
+    for (number, after), gpu_count in cases.items():
         case = fleet.situations[number]
         room += headroom(case.model, after) * gpu_count
         change = gpu_disruption(case, after, rebuild=rebuild)

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from migplan.operator.cli.files import load_inventory, load_plan_manifest
-from migplan.planner.api.inventory import Inventory
+from migplan.planner.api.inventory import Inventory, ResolvedNodes, resolve_inventory
 from migplan.planner.api.spec import PlanSpec
 from migplan.planner.assemble import input_hash
 
@@ -96,3 +96,37 @@ def test_integers_beyond_64_bits_and_other_text_are_digested_too() -> None:
     assert input_hash(_Huge(count=1, labels={"b": "é"})) != input_hash(
         _Huge(count=1, labels={"b": "e"})
     )
+
+
+def test_nodes_written_beforehand_give_the_same_digest_pass_after_pass(catalog) -> None:
+    """The operator's passes write each node's JSON once, while its report and labels stay
+    (`ResolvedNodes.canonical`): the digest is the one written afresh, whatever changed."""
+    spec, inventory = _inputs()
+    memo = ResolvedNodes()
+
+    def digest(inv: Inventory) -> str:
+        resolve_inventory(inv, catalog, memo=memo)
+        kept = input_hash(spec, inv, nodes=memo.canonical)
+        assert kept == input_hash(spec, inv)
+        return kept
+
+    first = digest(inventory)
+    assert digest(inventory) == first
+    node = inventory.nodes[0]
+    relabelled = inventory.model_copy(
+        update={"nodes": (node.model_copy(update={"labels": {"team": "x"}}), *inventory.nodes[1:])}
+    )
+    assert digest(relabelled) != first
+    freed = node.gpus[0].model_copy(update={"in_use": {}})
+    reported = inventory.model_copy(
+        update={
+            "nodes": (
+                node.model_copy(update={"gpus": (freed, *node.gpus[1:])}),
+                *inventory.nodes[1:],
+            )
+        }
+    )
+    assert digest(reported) not in (first, digest(relabelled))
+    assert digest(inventory) == first
+    # A node the memo never resolved is written afresh.
+    assert input_hash(spec, inventory, nodes=ResolvedNodes().canonical) == first

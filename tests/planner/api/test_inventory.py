@@ -145,3 +145,45 @@ def test_gpus_of_one_case_keep_their_own_pods_and_uuids(catalog) -> None:
     broken.nodes[1].gpus[0].in_use["4g.40gb@0"] = "ns/e"  # as n1's GPUs but for this: checked
     with pytest.raises(MigplanInputError, match=r"node n2 gpu 0: in-use instance 4g\.40gb@0"):
         resolve_inventory(broken, catalog)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        {"layout": "7g.80gb@0", "inUse": {"7g.80gb@0": "ns/p"}},
+        {
+            "layout": "7g.80gb@0",
+            "inUse": {"7g.80gb@0": "ns/q"},
+            "sharedWith": {"7g.80gb@0": ["ns/p"]},
+        },
+        {"migEnabled": False, "wholeGpuPod": "ns/p"},
+    ],
+    ids=["in use", "shared", "whole GPU"],
+)
+def test_a_pod_holding_gpus_on_two_nodes_is_refused_pass_after_pass(catalog, held) -> None:
+    """However node b holds ns/p, a snapshot with ns/p on node a too is broken; also where
+    the memo keeps node a's report from a pass before (its pods are not listed again)."""
+    a = {
+        "name": "a",
+        "gpus": [
+            {
+                "index": 0,
+                "model": "H100-80GB",
+                "layout": "7g.80gb@0",
+                "inUse": {"7g.80gb@0": "ns/p"},
+            }
+        ],
+    }
+    b_free = {"name": "b", "gpus": [{"index": 0, "model": "H100-80GB", "layout": "7g.80gb@0"}]}
+    b_held = {"name": "b", "gpus": [{"index": 0, "model": "H100-80GB", **held}]}
+    memo = ResolvedNodes()
+    fine = Inventory.model_validate({"nodes": [a, b_free]})
+    resolve_inventory(fine, catalog, memo=memo)
+    broken = fine.model_copy(
+        update={"nodes": (fine.nodes[0], Inventory.model_validate({"nodes": [b_held]}).nodes[0])}
+    )
+    for kept in (memo, None):
+        with pytest.raises(MigplanInputError, match="pod ns/p holds GPUs on two nodes, a and b"):
+            resolve_inventory(broken, catalog, memo=kept)
+    # Refused, the pass kept nothing: the good report of node a is still the memo's.
+    assert memo.lookup(fine.nodes[0], catalog) is not None
