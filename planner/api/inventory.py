@@ -397,7 +397,7 @@ def _check_gangs(inventory: Inventory) -> None:
 
 
 @dataclass
-class _Derived:
+class KnownNode:
     """What a pass derived from one node's report: its GPUs resolved against a catalog, its
     pods, and (once asked for) its canonical JSON with the labels it was written with."""
 
@@ -422,16 +422,16 @@ class ResolvedNodes:
     changed report is always resolved anew."""
 
     def __init__(self) -> None:
-        self._known: dict[str, _Derived] = {}
+        self._known: dict[str, KnownNode] = {}
 
-    def lookup(self, node: NodeInfo, catalog: Catalog) -> _Derived | None:
+    def lookup(self, node: NodeInfo, catalog: Catalog) -> KnownNode | None:
         """What the last pass derived from `node`, if its GPUs are the same objects."""
         known = self._known.get(node.name)
         if known is None or known.catalog is not catalog or not _same(known.gpus, node.gpus):
             return None
         return known
 
-    def keep(self, fresh: dict[str, _Derived]) -> None:
+    def keep(self, fresh: dict[str, KnownNode]) -> None:
         """This pass's nodes, instead of the last pass's (nodes gone are forgotten)."""
         self._known = fresh
 
@@ -466,7 +466,7 @@ def resolve_inventory(
     seen_nodes: set[str] = set()
     checked = Checked()
     states = []
-    fresh: dict[str, _Derived] = {}
+    fresh: dict[str, KnownNode] = {}
     for node in inventory.nodes:
         if node.name in seen_nodes:
             raise MigplanInputError(f"inventory: node {node.name} is listed twice")
@@ -474,7 +474,7 @@ def resolve_inventory(
         known = None if memo is None else memo.lookup(node, catalog)
         if known is None:
             resolved = resolve_node(node, catalog, checked)
-            known = _Derived(catalog, node.gpus, resolved, node_pods(node))
+            known = KnownNode(catalog, node.gpus, resolved, node_pods(node))
         fresh[node.name] = known
         states += known.states
     _check_pods_on_one_node(inventory, lambda node: fresh[node.name].pods)
