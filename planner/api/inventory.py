@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Annotated, Literal
@@ -342,7 +342,7 @@ def resolve_node(
     return [_resolve_gpu(node, gpu, catalog, checked) for gpu in node.gpus]
 
 
-def node_pods(node: NodeInfo) -> tuple[str, ...]:
+def _node_pods(node: NodeInfo) -> tuple[str, ...]:
     """Every pod holding one of the node's GPUs (or an instance on it)."""
     pods: list[str] = []
     for gpu in node.gpus:
@@ -354,12 +354,9 @@ def node_pods(node: NodeInfo) -> tuple[str, ...]:
     return tuple(pods)
 
 
-def _check_pods_on_one_node(
-    inventory: Inventory, pods_of: Callable[[NodeInfo], tuple[str, ...]] = node_pods
-) -> None:
-    """A pod runs on one node: the same pod on two nodes is a broken snapshot. `pods_of`
-    gives a node's pods (`node_pods`, or a memo of it)."""
-    held = [pods_of(node) for node in inventory.nodes]
+def _check_pods_on_one_node(inventory: Inventory, held: Sequence[tuple[str, ...]]) -> None:
+    """A pod runs on one node: the same pod on two nodes is a broken snapshot. `held`: each
+    node's pods (`_node_pods`), in the inventory's order."""
     every = list(chain.from_iterable(held))
     if len(set(every)) == len(every):
         return
@@ -439,17 +436,14 @@ class ResolvedNodes:
         """`node`'s canonical JSON (sorted keys, `input_hash`'s form), written once for as
         long as its GPUs are the objects this pass resolved and its labels the same."""
         known = self._known.get(node.name)
-        if (
-            known is not None
-            and known.canonical is not None
-            and known.canonical[0] == node.labels
-            and _same(known.gpus, node.gpus)
-        ):
+        if known is None or not _same(known.gpus, node.gpus):
+            known = None
+        elif known.canonical is not None and known.canonical[0] == node.labels:
             return known.canonical[1]
         written = orjson.Fragment(
             orjson.dumps(node.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
         )
-        if known is not None and _same(known.gpus, node.gpus):
+        if known is not None:
             known.canonical = (dict(node.labels), written)
         return written
 
@@ -474,10 +468,10 @@ def resolve_inventory(
         known = None if memo is None else memo.lookup(node, catalog)
         if known is None:
             resolved = resolve_node(node, catalog, checked)
-            known = KnownNode(catalog, node.gpus, resolved, node_pods(node))
+            known = KnownNode(catalog, node.gpus, resolved, _node_pods(node))
         fresh[node.name] = known
         states += known.states
-    _check_pods_on_one_node(inventory, lambda node: fresh[node.name].pods)
+    _check_pods_on_one_node(inventory, [fresh[node.name].pods for node in inventory.nodes])
     _check_gangs(inventory)
     for pod in inventory.pending_pods:
         for resource in pod.requests:
