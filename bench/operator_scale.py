@@ -212,10 +212,16 @@ def _mode(
         _progress(f"{mode}: first plan written {figures['first_plan_s']:.0f} s after start")
         _pods(cp, pods, MORE)
         asked = time.monotonic()
+        changed = _Passes(port)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         cp.kubectl("annotate", "gpp", POOL, f"migplan.io/rebalance={stamp}", "--overwrite")
         _until_met(cp, f"{pods}/{pods + MORE}", "the plan to count the new pods", timeout=600)
         figures["pending_to_plan_s"] = time.monotonic() - asked
+        changed.poll()
+        # The passes between the pods' creation and the plan counting them saw new inputs
+        # (unless the caches had not caught up yet): what a pass costs where it must solve.
+        figures["changed_passes_s"] = [round(x, 2) for x in changed.seconds]
+        figures["changed_passes_kept"] = changed.kept
         _progress(f"{mode}: {MORE} pods counted {figures['pending_to_plan_s']:.0f} s later")
         cp.kubectl("delete", "pod", "-n", POOL, "--wait=false", *_more(pods))
         # The steady stretch begins once a re-plan has seen them go: the fleet is then the
@@ -249,6 +255,7 @@ def _steady(port: int, *, pid: int, seconds: float) -> dict:
     passes.poll()
     plans = len(passes.seconds)
     figures["plans_in_steady"] = plans
+    figures["plans_kept_in_steady"] = passes.kept
     figures["planner_s_passes"] = [round(s, 2) for s in passes.seconds]
     figures["planner_s_mean"] = sum(passes.seconds) / max(1, plans)
     after, window = api_requests(port), (time.monotonic() - at) / 60
@@ -283,20 +290,24 @@ class _Passes:
     def __init__(self, port: int) -> None:
         self.port = port
         self.seconds: list[float] = []
-        self._count, self._sum = self._read()
+        self.kept = 0
+        """Passes that took the last plan, the inputs being the same (the rest solved)."""
+        self._count, self._sum, self._kept = self._read()
 
-    def _read(self) -> tuple[float, float]:
+    def _read(self) -> tuple[float, float, float]:
         return (
             metric(self.port, "migplan_planner_seconds_count"),
             metric(self.port, "migplan_planner_seconds_sum"),
+            metric(self.port, "migplan_plans_kept_total"),
         )
 
     def poll(self) -> None:
-        count, total = self._read()
+        count, total, kept = self._read()
         if count > self._count:
             each = (total - self._sum) / (count - self._count)
             self.seconds += [each] * int(count - self._count)
-        self._count, self._sum = count, total
+        self.kept += int(kept - self._kept)
+        self._count, self._sum, self._kept = count, total, kept
 
 
 def _more(pods: int) -> list[str]:
@@ -421,8 +432,15 @@ def _report(args, runs: list[dict], setup_s: float) -> None:
     rows = {
         "first plan after start, s": lambda r: f"{r['first_plan_s']:.1f}",
         f"{MORE} pods pending -> plan counting them, s": lambda r: f"{r['pending_to_plan_s']:.1f}",
+        f"passes after the {MORE} pods came (new inputs), s each": lambda r: (
+            " / ".join(f"{s:.1f}" for s in r.get("changed_passes_s", []))
+            + f" ({r.get('changed_passes_kept', 0)} kept the last plan)"
+        ),
         "planner s per pass (cron, steady)": lambda r: f"{r['planner_s_mean']:.2f}",
         "each pass, s": lambda r: " / ".join(f"{s:.1f}" for s in r.get("planner_s_passes", [])),
+        "steady passes that kept the last plan (inputs unchanged)": lambda r: (
+            f"{r.get('plans_kept_in_steady', 0)} of {r['plans_in_steady']}"
+        ),
         "of which the planning thread on a core, s": lambda r: f"{r['planner_cpu_s_mean']:.2f}",
         "of which reading the caches or lists, s": lambda r: (
             f"{r['planner_read_s_mean']:.2f}" if "planner_read_s_mean" in r else "-"

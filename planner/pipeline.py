@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from migplan.planner.api.inventory import GpuState, Inventory, ResolvedNodes, resolve_inventory
+from migplan.planner.api.inventory import GpuState, Inventory, resolve_inventory
 from migplan.planner.api.offers import Offer, resolve_offers
 from migplan.planner.api.spec import Actuator, GPUPartitionPlan, PolicySpec
 from migplan.planner.assemble import GpuKey, input_hash
@@ -17,6 +17,7 @@ from migplan.planner.demand import DemandItem, build_demand, left_unmet
 from migplan.planner.errors import MigplanInputError
 from migplan.planner.gc_pause import gc_paused
 from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.pass_memo import PassMemo
 from migplan.planner.plan import Plan, ScaleOutPlan
 from migplan.planner.solver import plan as solve
 from migplan.planner.solver.scale_out import plan_scale_out
@@ -36,6 +37,8 @@ class PlanOutcome:
     plan: Plan
     gpus: list[GpuState]
     demand: list[DemandItem]
+    kept: bool = False
+    """The last pass's plan, taken again: the inputs were the same (`PassMemo`)."""
 
 
 def covered(inventory: Inventory, manifest: GPUPartitionPlan) -> Inventory:
@@ -72,7 +75,7 @@ def plan_fleet(
     started: float | None = None,
     resolved: Sequence[GpuState] | None = None,
     previous: Mapping[GpuKey, str] | None = None,
-    memo: ResolvedNodes | None = None,
+    memo: PassMemo | None = None,
 ) -> PlanOutcome:
     """Plan the GPUs `manifest` covers in `inventory`, then validate the plan.
 
@@ -82,9 +85,10 @@ def plan_fleet(
 
     `resolved`: every GPU of `inventory` as `resolve_inventory` gave it, where the caller has
     checked the whole inventory already (the CLI checks a whole file): the covered nodes'
-    GPUs are taken from it rather than resolved again (0.6 s on 40,000 GPUs). `memo`: the
-    nodes the last pass resolved (the operator's, pass after pass), reused where a node's
-    GPUs are the same objects (`ResolvedNodes`).
+    GPUs are taken from it rather than resolved again (0.6 s on 40,000 GPUs). `memo`: what
+    the last pass of the same GPUPartitionPlan kept (the operator's, pass after pass): the
+    nodes it resolved, reused where a node's GPUs are the same objects, and its plan, taken
+    again where this pass's inputs are the same and that plan is proven best (`PassMemo`).
 
     `previous`: an earlier plan's layouts for these GPUs (canonical text by node and GPU
     index; `previous_layouts` reads them from a plan), which the solver may start from and
@@ -117,7 +121,7 @@ def _plan_fleet(
     started: float | None,
     resolved: Sequence[GpuState] | None,
     previous: Mapping[GpuKey, str] | None,
-    memo: ResolvedNodes | None,
+    memo: PassMemo | None,
 ) -> PlanOutcome:
     spec = manifest.spec
     policy = spec.policy
@@ -126,12 +130,22 @@ def _plan_fleet(
         policy = policy.model_copy(update={"whole_gpu_rebuild": True})
     scope = covered(inventory, manifest)
     if resolved is None:
-        gpus = resolve_inventory(scope, catalog, memo=memo)
+        gpus = resolve_inventory(scope, catalog, memo=None if memo is None else memo.nodes)
     else:
         names = {node.name for node in scope.nodes}
         gpus = [gpu for gpu in resolved if gpu.node in names]
     demand = build_demand(spec.demand, scope, plan=manifest.metadata.name)
     offers = None if spec.scale_out is None else resolve_offers(spec.scale_out, catalog)
+    digest = input_hash(spec, scope, nodes=None if memo is None else memo.nodes.canonical)
+    kept = None if memo is None else memo.kept(digest=digest, catalog=catalog, previous=previous)
+    if kept is not None:
+        if progress:
+            progress("the inputs are the last pass's: its plan, proven best, kept")
+        validate(kept, gpus, demand, policy)
+        if kept.scale_out is not None and offers is not None and spec.scale_out is not None:
+            left = left_unmet(demand, [r.met for r in kept.demand])
+            validate_scale_out(kept.scale_out, left, offers, budget=spec.scale_out.max_nodes)
+        return PlanOutcome(plan=kept, gpus=gpus, demand=demand, kept=True)
     limit = spec.solver.time_limit_seconds
     started = time.monotonic() if started is None else started
     result = solve(
@@ -142,7 +156,7 @@ def _plan_fleet(
         workers=spec.solver.resolved_workers(),
         deterministic=spec.solver.deterministic,
         progress=progress,
-        digest=input_hash(spec, scope, nodes=None if memo is None else memo.canonical),
+        digest=digest,
         started=started,
         previous=previous,
     )
@@ -159,6 +173,8 @@ def _plan_fleet(
             seconds=seconds,
         )
     named = result.model_copy(update=update)
+    if memo is not None:
+        memo.remember(digest=digest, catalog=catalog, plan=named)
     return PlanOutcome(plan=named, gpus=gpus, demand=demand)
 
 

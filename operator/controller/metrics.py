@@ -43,6 +43,12 @@ PLANNER_READ_SECONDS = _per_pass(
     "Wall time of a planning pass's reads (informer caches or lists, live facts) and "
     "screening, before the planner starts: part of migplan_planner_seconds",
 )
+PLANS_KEPT = Counter(
+    "migplan_plans_kept_total",
+    "Planning passes whose inputs were the last pass's, which took its plan (proven best) "
+    "instead of solving again; the rest of migplan_planner_seconds_count solved",
+    ["plan"],
+)
 DEMAND_MET = Gauge("migplan_demand_met_ratio", "Share of the plan's demand met", ["plan"])
 STEP_SECONDS = Histogram(
     "migplan_rollout_step_seconds",
@@ -103,11 +109,15 @@ def set_phase(plan: str, phase: str | None) -> None:
             PLANS.labels(phase=value).set(count)
 
 
-def observe_pass(plan: str, *, seconds: float, cpu: float, read: float) -> None:
-    """One planning pass of `plan`: its wall time, its thread's CPU time and its reads."""
+def observe_pass(plan: str, *, seconds: float, cpu: float, read: float, kept: bool) -> None:
+    """One planning pass of `plan`: its wall time, its thread's CPU time and its reads, and
+    whether it kept the last plan (`PLANS_KEPT`)."""
     PLANNER_SECONDS.labels(plan=plan).observe(seconds)
     PLANNER_CPU_SECONDS.labels(plan=plan).observe(cpu)
     PLANNER_READ_SECONDS.labels(plan=plan).observe(read)
+    kept_total = PLANS_KEPT.labels(plan=plan)
+    if kept:
+        kept_total.inc()
 
 
 def _forget(plan: str) -> None:
@@ -119,6 +129,7 @@ def _forget(plan: str) -> None:
         PLANNER_SECONDS,
         PLANNER_CPU_SECONDS,
         PLANNER_READ_SECONDS,
+        PLANS_KEPT,
     ):
         with contextlib.suppress(KeyError):
             metric.remove(plan)

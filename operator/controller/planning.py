@@ -26,12 +26,13 @@ from migplan.operator.preflight.checks import summary as preflight_summary
 from migplan.operator.preflight.facts import live_facts
 from migplan.operator.preflight.screen import screen
 from migplan.operator.skipped import Skipped
-from migplan.planner.api.inventory import GpuState, Inventory, ResolvedNodes
+from migplan.planner.api.inventory import GpuState, Inventory
 from migplan.planner.api.nodepartition import ConditionType
 from migplan.planner.api.spec import GPUPartitionPlan, PlanPhase
 from migplan.planner.export import scale_out as scale_out_text
 from migplan.planner.gc_pause import gc_paused
 from migplan.planner.hardware.catalog import Catalog
+from migplan.planner.pass_memo import PassMemo
 from migplan.planner.pipeline import plan_fleet
 from migplan.planner.plan import Plan
 from migplan.planner.status import NODES_LISTED
@@ -40,18 +41,19 @@ PREFLIGHT_SHOWN = 50
 """Findings kept in status.preflight (the condition counts them all)."""
 
 
-class ResolvedByPlan:
-    """Per GPUPartitionPlan, the nodes its last pass resolved: the caches hand a pass the same
-    report objects while a NodePartition is unchanged, so the next pass resolves only the
-    nodes that changed (`ResolvedNodes`). Each holds a fleet's GPUs (tens of MiB at 40,000),
-    so a deleted plan's goes with it (`retain`)."""
+class PassMemos:
+    """Per GPUPartitionPlan, what its last pass kept for the next (`PassMemo`): the caches
+    hand a pass the same report objects while a NodePartition is unchanged, so the next pass
+    resolves only the nodes that changed, and a pass whose inputs are all the same takes the
+    last plan where it is proven best. Each holds a fleet's GPUs and a plan (tens of MiB at
+    40,000 GPUs), so a deleted plan's goes with it (`retain`)."""
 
     def __init__(self) -> None:
-        self._by_plan: dict[str, ResolvedNodes] = {}
+        self._by_plan: dict[str, PassMemo] = {}
 
-    def of(self, plan: str) -> ResolvedNodes:
-        """The plan's resolved nodes (empty before its first pass)."""
-        return self._by_plan.setdefault(plan, ResolvedNodes())
+    def of(self, plan: str) -> PassMemo:
+        """The plan's memo (empty before its first pass)."""
+        return self._by_plan.setdefault(plan, PassMemo())
 
     def retain(self, plans: Collection[str]) -> None:
         """Forget the plans not in `plans` (the plans that exist). A pass in flight for one
@@ -64,7 +66,7 @@ class ResolvedByPlan:
         return plan in self._by_plan
 
 
-RESOLVED = ResolvedByPlan()
+PASS_MEMOS = PassMemos()
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class PlanningResult:
     read_seconds: float = 0.0
     """Wall time of the pass's reads (caches or lists, live facts) and screening, before
     the planner started: beside the pass's whole time, what the planner itself took."""
+    kept: bool = False
+    """The planner took the last pass's plan: the inputs were the same (`PassMemo`)."""
 
 
 def replacing_plan(previous: Mapping[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +166,7 @@ def _plan_status(
         catalog,
         started=started,
         previous=previous_layouts(body.get("status") or {}),
-        memo=RESOLVED.of(manifest.metadata.name),
+        memo=PASS_MEMOS.of(manifest.metadata.name),
     )
     plan = outcome.plan
     s = plan.summary
@@ -180,7 +184,8 @@ def _plan_status(
             ConditionType.PLANNED,
             True,
             "Solved",
-            f"{plan.solver.status} in {plan.solver.wall_seconds:.2f} s",
+            f"{plan.solver.status} in {plan.solver.wall_seconds:.2f} s"
+            + ("; the inputs are unchanged since, so the plan stands" if outcome.kept else ""),
             generation,
         ),
         condition(
@@ -264,6 +269,7 @@ def _plan_status(
         plan=plan,
         skipped=snapshot.skipped,
         read_seconds=started - reading,
+        kept=outcome.kept,
     )
 
 

@@ -307,7 +307,9 @@ class PlanController:
             self._conclude(body, PlanPhase.INVALID, warning=("Invalid", str(exc)))
             return
         planned_in, cpu = time.monotonic() - started, time.thread_time() - cpu
-        metrics.observe_pass(name, seconds=planned_in, cpu=cpu, read=result.read_seconds)
+        metrics.observe_pass(
+            name, seconds=planned_in, cpu=cpu, read=result.read_seconds, kept=result.kept
+        )
         self._warn_skipped(result.skipped)
         new = result.status
         new["plan"] = replacing_plan(status.get("plan"), new["plan"])
@@ -367,6 +369,7 @@ class PlanController:
             pass_seconds=round(planned_in, 3),
             read_seconds=round(result.read_seconds, 3),
             cpu_seconds=round(cpu, 3),
+            kept=result.kept,
         )
 
     def _post(self, body: PlanBody, outcome: Outcome) -> None:

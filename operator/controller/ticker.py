@@ -18,7 +18,7 @@ import structlog
 from migplan.operator.cluster_inventory import MIG_CAPABLE
 from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
-from migplan.operator.controller.planning import RESOLVED
+from migplan.operator.controller.planning import PASS_MEMOS
 from migplan.operator.controller.reconciler import PlanController
 from migplan.operator.controller.rollout import CORDONED_BY, release_nodes
 from migplan.operator.controller.selection import EVERY_PLAN, PlanSelector
@@ -111,7 +111,7 @@ class PlanTicker:
                 for node in (n for n, o in cordoned.items() if o == owner):
                     self.cordons.forget(node)  # released, or already gone
         self._remove_orphan_taint_rules(names)
-        RESOLVED.retain(names)
+        PASS_MEMOS.retain(names)
         self.controller.kueue.activate(plans=names)
         metrics.set_invariants(
             rollout_invariants(

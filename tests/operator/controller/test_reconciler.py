@@ -16,6 +16,7 @@ from migplan.operator.controller.reconciler import REBALANCE, PlanController
 from migplan.operator.controller.rollout import NodeStepper
 from migplan.operator.controller.rollout_book import read_records
 from migplan.operator.sim.api_server import InMemoryCluster
+from migplan.planner import pipeline
 from migplan.planner.api.group import API_VERSION, PLANS
 from migplan.planner.api.nodepartition import NodePhase
 from migplan.planner.hardware.catalog import default_catalog
@@ -379,6 +380,31 @@ def test_a_replan_keeps_the_last_plan_where_it_is_still_as_good() -> None:
     found = status(cluster, "p")
     assert found["rebalanceHandled"] == "2026-11-26T03:05:00Z"
     assert found["plan"]["nodes"] == {other: [change]}
+
+
+def test_a_rebalance_of_an_unchanged_fleet_keeps_the_plan_without_solving(
+    cluster: InMemoryCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prometheus_client import REGISTRY
+
+    plans = controller(cluster)
+    cluster.store.create(PLANS, plan_body("same", dryRun=True))
+    plans.spec_changed("same")
+    before = status(cluster, "same")
+
+    def no_solve(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("solved though nothing changed")
+
+    monkeypatch.setattr(pipeline, "solve", no_solve)
+    cluster.plans.annotate_plan(name="same", annotations={REBALANCE: "2026-11-26T03:05:00Z"})
+    plans.tick("same")
+    after = status(cluster, "same")
+    assert after["rebalanceHandled"] == "2026-11-26T03:05:00Z"
+    assert after["inputHash"] == before["inputHash"]
+    assert after["plan"]["nodes"] == before["plan"]["nodes"]
+    [planned] = [c for c in after["conditions"] if c["type"] == "Planned"]
+    assert "unchanged" in planned["message"]
+    assert REGISTRY.get_sample_value("migplan_plans_kept_total", {"plan": "same"}) == 1
 
 
 def test_previous_layouts_pass_over_entries_edited_out_of_shape() -> None:

@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY
 
 from migplan.operator.controller import metrics
 from migplan.operator.controller.cordons import CordonIndex
-from migplan.operator.controller.planning import RESOLVED
+from migplan.operator.controller.planning import PASS_MEMOS
 from migplan.operator.controller.reconciler import rollout_summary
 from migplan.operator.controller.rollout import CORDONED_BY
 from migplan.operator.controller.selection import PlanSelector
@@ -133,8 +133,8 @@ def test_an_operator_with_a_selector_ticks_its_plans_and_leaves_the_others_nodes
 
 def test_a_round_forgets_what_passes_kept_for_deleted_plans() -> None:
     plans = [{"metadata": {"name": "kept"}, "status": {}}]
-    kept = RESOLVED.of("kept")
-    RESOLVED.of("deleted")
+    kept = PASS_MEMOS.of("kept")
+    PASS_MEMOS.of("deleted")
     cordons = CordonIndex()
     cordons.saw(name="node-a", annotations={}, owner_key=CORDONED_BY)  # none cordoned
     ticker = PlanTicker(
@@ -143,5 +143,5 @@ def test_a_round_forgets_what_passes_kept_for_deleted_plans() -> None:
         cordons=cordons,
     )
     ticker.tick_all()
-    assert "deleted" not in RESOLVED
-    assert RESOLVED.of("kept") is kept
+    assert "deleted" not in PASS_MEMOS
+    assert PASS_MEMOS.of("kept") is kept
