@@ -263,6 +263,8 @@ def _plan_status(
     )
     if plan.scale_out is not None and plan.scale_out.nodes:
         summary += f"; scale out: {scale_out_text.headline(plan.scale_out)}"
+    if outcome.kept:
+        summary += "; inputs unchanged: the last plan stands"
     return PlanningResult(
         status=status,
         summary=summary,

@@ -405,6 +405,9 @@ def test_a_rebalance_of_an_unchanged_fleet_keeps_the_plan_without_solving(
     [planned] = [c for c in after["conditions"] if c["type"] == "Planned"]
     assert "unchanged" in planned["message"]
     assert REGISTRY.get_sample_value("migplan_plans_kept_total", {"plan": "same"}) == 1
+    planned_events = [m for _, r, m in plans.posted if r == "Planned"]  # type: ignore[attr-defined]
+    assert "the last plan stands" in planned_events[-1]
+    assert "the last plan stands" not in planned_events[0]
 
 
 def test_previous_layouts_pass_over_entries_edited_out_of_shape() -> None:
