@@ -50,8 +50,6 @@ class PassMemo:
         made = self._made
         if made is None or made.digest != digest or made.catalog is not catalog:
             return None
-        if not proven(made.plan):
-            return None
         if previous:
             targets = {(gpu.node, gpu.gpu): gpu.after for gpu in made.plan.gpus}
             if any(targets.get(key) != layout for key, layout in previous.items()):
@@ -59,8 +57,9 @@ class PassMemo:
         return made.plan
 
     def remember(self, *, digest: str, catalog: Catalog, plan: Plan) -> None:
-        """`plan`, made from inputs of `digest` on `catalog`, for the next pass."""
-        self._made = _Made(digest=digest, catalog=catalog, plan=plan)
+        """`plan`, made from inputs of `digest` on `catalog`, for the next pass: kept only
+        where it is proven best (a plan the next pass solves again need not take memory)."""
+        self._made = _Made(digest=digest, catalog=catalog, plan=plan) if proven(plan) else None
 
 
 def proven(plan: Plan) -> bool:
