@@ -23,12 +23,16 @@ then, with caches on, the window opens: seconds until the R nodes are rolled out
 
 Nodes beat as kubelets do by default (`--heartbeat lease`: a Lease renewed every 10 s, the
 status posted every 5 minutes); kwok's own default posts every node's status every 20-25 s,
-84 node updates a second at 5,000 nodes for the API server and every node watcher.
+84 node updates a second at 5,000 nodes for the API server and every node watcher. The
+simulated agents run in the bench's process, on the two cores the operator is measured on:
+they sweep their nodes every 30 s until the rollout (a real agent's pace while its
+NodePartition stays unchanged) and every 2 s during it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -64,6 +68,14 @@ FREE = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
 GPUS = 8
 MORE = 10
 """Pods that arrive after the first plan (the latency measured)."""
+AGENT_IDLE_S = 30.0
+"""How often a simulated agent runs while its NodePartition stays unchanged: the real
+agent's default `--interval` (between its passes it watches the NodePartition). The agents
+simulated here run in the bench's process, on the two cores the operator is measured on;
+sweeping their 100 nodes every 2 s there took 0.7 of those cores (2026-11-29), where real
+agents run on their own nodes."""
+ROLLOUT_SWEEP_S = 2.0
+"""How often they run during the rollout, standing in for a real agent's watch."""
 
 
 def _process_cpu_s(pid: int) -> tuple[float, float]:
@@ -144,7 +156,8 @@ def _setup(cp, names: list[str], free: set[str]) -> None:
 
 
 def _fleet(cp, free: list[str]) -> SimulatedFleet:
-    """Agents and the device plugin of the free nodes."""
+    """Agents and the device plugin of the free nodes, sweeping at an idle agent's pace until
+    the rollout (`AGENT_IDLE_S`)."""
     catalog = default_catalog()
     return SimulatedFleet(
         api=connect(kubeconfig=str(cp.kubeconfig)),
@@ -152,7 +165,7 @@ def _fleet(cp, free: list[str]) -> SimulatedFleet:
             n: emulated_node(["H100-80GB"] * GPUS, [FREE] * GPUS, catalog=catalog) for n in free
         },
         catalog=catalog,
-        interval=2.0,
+        interval=AGENT_IDLE_S,
         workers=8,
     ).start()
 
@@ -173,8 +186,15 @@ def _plan(*, rollout: int, window: dict) -> dict:
 
 
 def _status(cp) -> dict:
-    result = cp.kubectl("get", "gpp", POOL, "-o", "json", check=False)
-    return json.loads(result.stdout).get("status", {}) if result.returncode == 0 else {}
+    """The plan's status, read through the API client: a kubectl started every half second
+    while the bench waits took a share of the two cores the operator is measured on."""
+    plan = _client(str(cp.kubeconfig)).plans.get_plan(name=POOL)
+    return (plan or {}).get("status") or {}
+
+
+@functools.cache
+def _client(kubeconfig: str):
+    return connect(kubeconfig=kubeconfig)
 
 
 def _until_met(cp, met: str, what: str, *, timeout: float) -> None:
@@ -193,7 +213,14 @@ def _pods(cp, first: int, count: int) -> None:
 
 
 def _mode(
-    cp, *, informers: bool, rollout: int, steady: float, kubeconfig, operator_log: Path | None
+    cp,
+    *,
+    fleet: SimulatedFleet,
+    informers: bool,
+    rollout: int,
+    steady: float,
+    kubeconfig,
+    operator_log: Path | None,
 ) -> dict:
     """One operator run: plan latency and a steady stretch (and the rollout, with caches);
     returns the figures."""
@@ -230,7 +257,7 @@ def _mode(
         figures.update(_steady(port, pid=proc.pid, seconds=steady))
         _progress(f"{mode}: steady stretch done, RSS peak {figures['rss_mib_peak']:.0f} MiB")
         if informers:
-            figures["rollout"] = _rollout(cp, pods=pods, rollout=rollout, port=port)
+            figures["rollout"] = _rollout(cp, fleet, pods=pods, rollout=rollout, port=port)
             figures["rss_mib_after_rollout"] = rss_mib(proc.pid)
         if operator_log is not None:
             operator_log.write_text(proc.output())
@@ -314,10 +341,12 @@ def _more(pods: int) -> list[str]:
     return [f"want-{i:05d}" for i in range(pods, pods + MORE)]
 
 
-def _rollout(cp, *, pods: int, rollout: int, port: int) -> dict:
+def _rollout(cp, fleet: SimulatedFleet, *, pods: int, rollout: int, port: int) -> dict:
     """Open the window (and stop the cron: the plan rolled out stays the one planned);
-    seconds until Ready, pods running."""
+    seconds until Ready, pods running. The simulated agents sweep every 2 s meanwhile, as
+    real ones answer their NodePartition's change at once (they watch it)."""
     _until_met(cp, f"{pods}/{pods}", "the plan without the ten", timeout=300)
+    fleet.pace(ROLLOUT_SWEEP_S)
     started = time.monotonic()
     window = {"start": "* * * * *", "duration": "1h"}
     cp.kubectl(
@@ -410,6 +439,7 @@ def main() -> None:
             runs = [
                 _mode(
                     cp,
+                    fleet=fleet,
                     informers=on,
                     rollout=args.rollout,
                     steady=args.steady,

@@ -89,6 +89,7 @@ class SimulatedFleet:
         """Run for every node in every sweep (a simulated mig-manager, say)."""
         self.errors: list[str] = []
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _agent(self, name: str, fake: FakeNvml) -> NodeAgent:
@@ -145,14 +146,21 @@ class SimulatedFleet:
             while not self._stop.is_set():
                 started = time.monotonic()
                 self.sweep()
-                self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+                self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
+                self._wake.clear()
 
         self._thread = threading.Thread(target=loop, name="simulated-fleet", daemon=True)
         self._thread.start()
         return self
 
+    def pace(self, interval: float) -> None:
+        """Sweep every `interval` seconds from now on, the next sweep at once."""
+        self.interval = interval
+        self._wake.set()
+
     def stop(self) -> None:
         """Stop sweeping (waits for the current sweep)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
