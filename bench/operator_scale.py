@@ -72,8 +72,8 @@ AGENT_IDLE_S = 30.0
 """How often a simulated agent runs while its NodePartition stays unchanged: the real
 agent's default `--interval` (between its passes it watches the NodePartition). The agents
 simulated here run in the bench's process, on the two cores the operator is measured on;
-sweeping their 100 nodes every 2 s there took 0.7 of those cores (2026-11-29), where real
-agents run on their own nodes."""
+sweeping their 100 nodes every 2 s there took 0.86 of them in the steady stretch
+(2026-11-29), where real agents run on their own nodes."""
 ROLLOUT_SWEEP_S = 2.0
 """How often they run during the rollout, standing in for a real agent's watch."""
 
