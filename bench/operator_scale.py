@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
 from harness import ControlPlane  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
 from nodes import gpu_node, mig_pod  # noqa: E402
 from operator_proc import (  # noqa: E402
     free_port,
@@ -55,8 +56,10 @@ from operator_proc import (  # noqa: E402
 from pools import apply, closed_window, make_plan  # noqa: E402
 from rollout_records import rollout_nodes  # noqa: E402
 from soak_scenario import api_requests, by_verb, metric, rss_mib  # noqa: E402
+from urllib3.exceptions import HTTPError  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
+from migplan.operator.agent import IDLE_INTERVAL_S  # noqa: E402
 from migplan.operator.kube.connect import connect  # noqa: E402
 from migplan.operator.logs import configure_logging  # noqa: E402
 from migplan.operator.sim.fleet import SimulatedFleet, emulated_node  # noqa: E402
@@ -68,12 +71,11 @@ FREE = "1g.10gb@0+1g.10gb@1+1g.10gb@2+1g.10gb@3+1g.10gb@4+1g.10gb@5+1g.10gb@6"
 GPUS = 8
 MORE = 10
 """Pods that arrive after the first plan (the latency measured)."""
-AGENT_IDLE_S = 30.0
+AGENT_IDLE_S = IDLE_INTERVAL_S
 """How often a simulated agent runs while its NodePartition stays unchanged: the real
-agent's default `--interval` (between its passes it watches the NodePartition). The agents
-simulated here run in the bench's process, on the two cores the operator is measured on;
-sweeping their 100 nodes every 2 s there took 0.86 of them in the steady stretch
-(2026-11-29), where real agents run on their own nodes."""
+agent's default `--interval`. The agents simulated here run in the bench's process, on the
+two cores the operator is measured on; sweeping their 100 nodes every 2 s there took 0.86 of
+them in the steady stretch (2026-11-29), where real agents run on their own nodes."""
 ROLLOUT_SWEEP_S = 2.0
 """How often they run during the rollout, standing in for a real agent's watch."""
 
@@ -186,9 +188,13 @@ def _plan(*, rollout: int, window: dict) -> dict:
 
 
 def _status(cp) -> dict:
-    """The plan's status, read through the API client: a kubectl started every half second
-    while the bench waits took a share of the two cores the operator is measured on."""
-    plan = _client(str(cp.kubeconfig)).plans.get_plan(name=POOL)
+    """The plan's status ({} where the read fails: the caller polls again), read through the
+    API client: a kubectl started every half second while the bench waits took a share of the
+    two cores the operator is measured on."""
+    try:
+        plan = _client(str(cp.kubeconfig)).plans.get_plan(name=POOL)
+    except (ApiException, HTTPError):
+        return {}
     return (plan or {}).get("status") or {}
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from migplan.operator.agent import IDLE_INTERVAL_S
 from migplan.operator.cli import gpu_operator_options as gpu
 from migplan.operator.cli.context import KubeconfigOpt, state
 from migplan.operator.gpu_operator import (
@@ -38,7 +39,7 @@ def agent(
     ] = None,
     interval: Annotated[
         float, typer.Option(help="Seconds between passes without changes.", min=1)
-    ] = 30.0,
+    ] = IDLE_INTERVAL_S,
     once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
     liveness: Annotated[
         str | None,
